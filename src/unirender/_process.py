@@ -1,0 +1,173 @@
+"""One process-supervision helper, used by the Controller, the Xvfb manager and the session backends.
+
+Why a helper: every child we start must be reaped, logged and killed on every error path, and must die with
+us (``PR_SET_PDEATHSIG``) so that a SIGKILLed parent never leaves a player holding a display or a GPU.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _pdeathsig_preexec() -> None:  # runs in the child between fork and exec
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except Exception:  # pragma: no cover - non-Linux
+        pass
+
+
+def signal_name(returncode: int | None) -> str | None:
+    """``-11`` -> ``"SIGSEGV"``; non-negative or None -> None."""
+    if returncode is None or returncode >= 0:
+        return None
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+def describe_exit(returncode: int | None) -> str:
+    if returncode is None:
+        return "still running"
+    name = signal_name(returncode)
+    if name:
+        return f"killed by {name} (returncode {returncode})"
+    return f"exited with code {returncode}"
+
+
+def tail_file(path: str | os.PathLike | None, max_lines: int = 20, max_bytes: int = 8192) -> str:
+    """The last lines of a (log) file, tolerant of a missing file and of binary garbage."""
+    if not path:
+        return ""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - max_bytes))
+            data = f.read()
+    except OSError:
+        return ""
+    lines = data.decode("utf-8", "replace").splitlines()
+    return "\n".join(lines[-max_lines:])
+
+
+class ManagedProcess:
+    """A child process with its output in a log file, reaped and killed reliably.
+
+    ``stdout``/``stderr`` go to ``log_path`` (appended), unless ``capture`` asks for pipes (used by Xvfb's
+    ``-displayfd``). The child gets ``PR_SET_PDEATHSIG=SIGKILL`` and stays in our process group unless
+    ``new_session`` is set (keep it off under Ray: the actor's group cleanup must reach it).
+    """
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str] | None = None,
+        log_path: str | os.PathLike | None = None,
+        cwd: str | os.PathLike | None = None,
+        pass_fds: Sequence[int] = (),
+        new_session: bool = False,
+        name: str | None = None,
+    ):
+        self.argv = [str(a) for a in argv]
+        self.name = name or Path(self.argv[0]).name
+        self.log_path = str(log_path) if log_path else None
+        self._log_file = open(self.log_path, "ab", buffering=0) if self.log_path else subprocess.DEVNULL
+        try:
+            self.popen = subprocess.Popen(
+                self.argv,
+                env=dict(env) if env is not None else None,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=self._log_file,
+                stderr=subprocess.STDOUT,
+                pass_fds=tuple(pass_fds),
+                preexec_fn=_pdeathsig_preexec,
+                start_new_session=new_session,
+                close_fds=True,
+            )
+        except BaseException:
+            self._close_log()
+            raise
+        self.pid = self.popen.pid
+        self.started_at = time.monotonic()
+        self._lock = threading.Lock()
+
+    # -- state -------------------------------------------------------------------------------------------
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    @property
+    def returncode(self) -> int | None:
+        return self.popen.returncode
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def describe(self) -> str:
+        return f"{self.name} (pid {self.pid}) {describe_exit(self.poll())}"
+
+    def log_tail(self, max_lines: int = 20) -> str:
+        return tail_file(self.log_path, max_lines=max_lines)
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        try:
+            return self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    # -- ending --------------------------------------------------------------------------------------------
+    def terminate(self, grace: float = 2.0) -> int | None:
+        """SIGTERM, wait up to ``grace`` seconds, then SIGKILL; always reaps. Idempotent."""
+        with self._lock:
+            if self.popen.poll() is None:
+                try:
+                    self.popen.send_signal(signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+                if self.wait(grace) is None:
+                    self.kill()
+            self._close_log()
+            return self.popen.returncode
+
+    def kill(self) -> None:
+        if self.popen.poll() is None:
+            try:
+                self.popen.kill()
+            except ProcessLookupError:
+                pass
+            self.popen.wait()
+
+    def _close_log(self) -> None:
+        f = self._log_file
+        if f not in (None, subprocess.DEVNULL):
+            try:
+                f.close()
+            except OSError:
+                pass
+        self._log_file = None
+
+    def __enter__(self) -> ManagedProcess:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.terminate()
+
+    def __del__(self) -> None:  # last resort: never leave a child behind
+        try:
+            if getattr(self, "popen", None) is not None and self.popen.poll() is None:
+                self.popen.kill()
+                self.popen.wait(1)
+        except Exception:
+            pass

@@ -1,0 +1,55 @@
+"""``unirender`` command line: a thin dispatcher. Each subcommand lives next to the code it drives and
+registers itself through a ``register(subparsers)`` function in the module listed below."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+# (module, help) — imported lazily so that one broken optional part never breaks the others.
+SUBCOMMAND_MODULES = [
+    "unirender.platforms.cli",  # doctor, xorg-config
+    "unirender.spec.cli",  # spec check, spec schema
+    "unirender.jobs.cli",  # render, demo
+    "unirender.service.cli",  # serve
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from unirender import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="unirender", description="Declarative headless rendering for Unity-based environments."
+    )
+    parser.add_argument("--version", action="version", version=f"unirender {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name and name.startswith(exc.name):
+                continue  # that part is not built yet
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    level = logging.WARNING - 10 * min(args.verbose, 2)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
