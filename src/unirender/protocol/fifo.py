@@ -1,0 +1,254 @@
+"""FIFO framing (spec 3.3-3.5): typed, length-prefixed frames ending with END_OF_MESSAGE.
+
+Pure code over bytes. :func:`encode_message` builds one buffer per message (the reader on the Unity side assumes
+a frame header arrives in one read, so a message must go out in one ``write``). :class:`FifoDecoder` accepts data
+in arbitrary fragments and yields complete messages whose frame bodies are read-only memoryviews: zero-copy into
+the caller's ``bytes`` when a whole body arrives in one fragment, otherwise filled once into a buffer sized from
+the frame header (never a ``buf = buf + chunk`` rebuild, which made 5.0.0 quadratic on large images).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+import msgpack
+
+from unirender.protocol.errors import (
+    FrameTooLargeError,
+    MetadataError,
+    ProtocolError,
+    TruncatedFrameError,
+    UnknownFieldTypeError,
+)
+
+
+class FieldType(IntEnum):
+    """Frame type byte (spec 3.3). Names follow AI2-THOR's Python ``FieldType``."""
+
+    METADATA = 0x01
+    ACTION = 0x02
+    ACTION_RESULT = 0x03
+    RGB_IMAGE = 0x04
+    DEPTH_IMAGE = 0x05
+    NORMALS_IMAGE = 0x06
+    FLOWS_IMAGE = 0x07
+    CLASSES_IMAGE = 0x08
+    IDS_IMAGE = 0x09
+    THIRD_PARTY_IMAGE = 0x0A
+    METADATA_PATCH = 0x0B
+    THIRD_PARTY_DEPTH = 0x0C
+    THIRD_PARTY_NORMALS = 0x0D
+    THIRD_PARTY_IMAGE_IDS = 0x0E
+    THIRD_PARTY_CLASSES = 0x0F
+    THIRD_PARTY_FLOW = 0x10
+    END_OF_MESSAGE = 0xFF
+
+
+# Image frames map onto the WSGI form field names (spec 2.4) so both transports build the same Payload.
+# THIRD_PARTY_FLOW maps to the name Unity actually sends, ``image_thirdParty_flow`` (5.0.0 looked for
+# ``image_thirdParty_flows`` and never decoded it).
+FIELD_TYPE_TO_FORM_NAME: dict[FieldType, str] = {
+    FieldType.RGB_IMAGE: "image",
+    FieldType.DEPTH_IMAGE: "image_depth",
+    FieldType.NORMALS_IMAGE: "image_normals",
+    FieldType.FLOWS_IMAGE: "image_flow",
+    FieldType.CLASSES_IMAGE: "image_classes",
+    FieldType.IDS_IMAGE: "image_ids",
+    FieldType.THIRD_PARTY_IMAGE: "image-thirdParty-camera",
+    FieldType.THIRD_PARTY_DEPTH: "image_thirdParty_depth",
+    FieldType.THIRD_PARTY_NORMALS: "image_thirdParty_normals",
+    FieldType.THIRD_PARTY_IMAGE_IDS: "image_thirdParty_image_ids",
+    FieldType.THIRD_PARTY_CLASSES: "image_thirdParty_classes",
+    FieldType.THIRD_PARTY_FLOW: "image_thirdParty_flow",
+}
+FORM_NAME_TO_FIELD_TYPE: dict[str, FieldType] = {v: k for k, v in FIELD_TYPE_TO_FORM_NAME.items()}
+
+HEADER = struct.Struct("!BI")  # 1-byte field type, 4-byte big-endian unsigned body length
+HEADER_SIZE = HEADER.size
+END_OF_MESSAGE = HEADER.pack(FieldType.END_OF_MESSAGE, 0)
+
+# Why 256 MiB: the largest legitimate frame is one raw image, 4 B/px; 8192 x 8192 x 4 = 256 MiB, twice Unity's
+# largest practical screen (4096 x 4096 = 64 MiB) in each dimension. Big ProcTHOR metadata is tens of MiB. A
+# corrupt or desynchronised stream yields random lengths up to 4 GiB; the limit turns that into a clear error
+# instead of a multi-GiB allocation followed by a read that never completes.
+DEFAULT_MAX_FRAME_SIZE = 256 * 1024 * 1024
+
+_KNOWN_TYPES = frozenset(int(t) for t in FieldType)
+_EMPTY = memoryview(b"")
+
+
+def encode_frame(field_type: FieldType | int, body: bytes | bytearray | memoryview) -> bytes:
+    """One frame: header + body, as one ``bytes``."""
+    return HEADER.pack(int(field_type), len(body)) + bytes(body)
+
+
+def encode_message(frames) -> bytes:
+    """One message as ONE buffer: every ``(field_type, body)`` frame, then END_OF_MESSAGE."""
+    parts: list = []
+    for field_type, body in frames:
+        parts.append(HEADER.pack(int(field_type), memoryview(body).nbytes))
+        parts.append(body)
+    parts.append(END_OF_MESSAGE)
+    return b"".join(parts)
+
+
+@dataclass
+class FifoMessage:
+    """A complete message: its frames in arrival order, END_OF_MESSAGE excluded. Bodies are read-only views."""
+
+    frames: list[tuple[FieldType, memoryview]] = field(default_factory=list)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(body.nbytes for _, body in self.frames)
+
+
+class FifoDecoder:
+    """Incremental frame decoder: ``feed(data)`` any fragments, get back the messages they complete.
+
+    Call :meth:`end_of_stream` when the pipe reports EOF: it raises :class:`TruncatedFrameError` if a frame or
+    message was cut off, so a dying writer is an error rather than a silent stall.
+    """
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE):
+        self.max_frame_size = max_frame_size
+        self._header = bytearray()
+        self._body: bytearray | None = None  # body being filled, sized from its header
+        self._body_type: FieldType | None = None
+        self._filled = 0
+        self._frames: list[tuple[FieldType, memoryview]] = []
+
+    @property
+    def in_message(self) -> bool:
+        """True while a message has started but its END_OF_MESSAGE has not arrived."""
+        return bool(self._frames or self._header or self._body is not None)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[FifoMessage]:
+        # Views into ``data`` are kept only when it is immutable bytes; anything else may be reused by the caller.
+        zero_copy = isinstance(data, bytes)
+        view = memoryview(data).cast("B") if not isinstance(data, memoryview) or data.format != "B" else data
+        messages: list[FifoMessage] = []
+        pos, end = 0, len(view)
+        while pos < end:
+            if self._body is not None:
+                take = min(end - pos, len(self._body) - self._filled)
+                self._body[self._filled : self._filled + take] = view[pos : pos + take]
+                self._filled += take
+                pos += take
+                if self._filled == len(self._body):
+                    self._frames.append((self._body_type, memoryview(self._body).toreadonly()))
+                    self._body = None
+                continue
+            need = HEADER_SIZE - len(self._header)
+            if need == HEADER_SIZE and end - pos >= HEADER_SIZE:
+                code, length = HEADER.unpack_from(view, pos)
+                pos += HEADER_SIZE
+            else:
+                take = min(need, end - pos)
+                self._header += view[pos : pos + take]
+                pos += take
+                if len(self._header) < HEADER_SIZE:
+                    continue
+                code, length = HEADER.unpack(self._header)
+                self._header.clear()
+            field_type = self._check_header(code, length)
+            if field_type is FieldType.END_OF_MESSAGE:
+                messages.append(FifoMessage(self._frames))
+                self._frames = []
+            elif length == 0:
+                self._frames.append((field_type, _EMPTY))
+            elif zero_copy and end - pos >= length:
+                self._frames.append((field_type, view[pos : pos + length].toreadonly()))
+                pos += length
+            else:
+                self._body = bytearray(length)
+                self._body_type = field_type
+                self._filled = 0
+        return messages
+
+    def end_of_stream(self) -> None:
+        """The writer closed its end. Raises :class:`TruncatedFrameError` if that cut a message short."""
+        if self._body is not None:
+            raise TruncatedFrameError(
+                f"FIFO stream ended inside a {self._body_type.name} frame body: "
+                f"got {self._filled} of {len(self._body)} bytes"
+            )
+        if self._header:
+            raise TruncatedFrameError(
+                f"FIFO stream ended inside a frame header: got {len(self._header)} of {HEADER_SIZE} bytes"
+            )
+        if self._frames:
+            raise TruncatedFrameError(
+                f"FIFO stream ended after {len(self._frames)} frame(s) without END_OF_MESSAGE"
+            )
+
+    def _check_header(self, code: int, length: int) -> FieldType:
+        if code not in _KNOWN_TYPES:
+            raise UnknownFieldTypeError(
+                f"unknown FIFO field type 0x{code:02x} (frame length {length}); spec 3.3 defines 0x01-0x10 and 0xff",
+                field_type=code,
+            )
+        field_type = FieldType(code)
+        if field_type is FieldType.END_OF_MESSAGE and length != 0:
+            raise ProtocolError(f"END_OF_MESSAGE frame must have an empty body, header says {length} bytes")
+        if length > self.max_frame_size:
+            raise FrameTooLargeError(
+                f"{field_type.name} frame of {length} bytes exceeds the limit of {self.max_frame_size} bytes",
+                size=length,
+                limit=self.max_frame_size,
+            )
+        return field_type
+
+
+def unpack_metadata(body: bytes | memoryview, what: str = "METADATA") -> dict:
+    """msgpack map -> dict, as 5.0.0 does (``strict_map_key=False``: dict-valued actionReturn may have int keys)."""
+    try:
+        value = msgpack.unpackb(body, raw=False, strict_map_key=False)
+    except Exception as exc:  # msgpack raises several unrelated types for bad input
+        raise MetadataError(f"{what} frame is not valid msgpack: {exc}") from exc
+    if not isinstance(value, dict):
+        raise MetadataError(f"{what} frame must be a msgpack map, got {type(value).__name__}")
+    return value
+
+
+def decode_player_message(msg: FifoMessage) -> tuple[dict, dict[str, list[memoryview]], bool]:
+    """A player's (Unity -> Python) message -> ``(metadata, files, is_patch)`` (spec 3.4, 3.6).
+
+    The metadata frame must come first. Image frames are collected per form field name in arrival order (agent /
+    camera index). For a patch ``metadata`` is the patch dict and ``files`` is empty (images are reused).
+    """
+    if not msg.frames:
+        raise MetadataError("FIFO message from the player has no frames (expected METADATA first)")
+    first_type, first_body = msg.frames[0]
+    if first_type not in (FieldType.METADATA, FieldType.METADATA_PATCH):
+        raise MetadataError(f"FIFO message from the player must start with METADATA, got {first_type.name}")
+    is_patch = first_type is FieldType.METADATA_PATCH
+    metadata = unpack_metadata(first_body, first_type.name)
+    files: dict[str, list[memoryview]] = {}
+    for field_type, body in msg.frames[1:]:
+        name = FIELD_TYPE_TO_FORM_NAME.get(field_type)
+        if name is None:
+            if field_type in (FieldType.METADATA, FieldType.METADATA_PATCH):
+                raise MetadataError(f"FIFO message from the player has a second metadata frame ({field_type.name})")
+            raise UnknownFieldTypeError(
+                f"field type {field_type.name} is not valid in a message from the player", field_type=int(field_type)
+            )
+        files.setdefault(name, []).append(body)
+    return metadata, files, is_patch
+
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_SIZE",
+    "END_OF_MESSAGE",
+    "FIELD_TYPE_TO_FORM_NAME",
+    "FORM_NAME_TO_FIELD_TYPE",
+    "FieldType",
+    "FifoDecoder",
+    "FifoMessage",
+    "decode_player_message",
+    "encode_frame",
+    "encode_message",
+    "unpack_metadata",
+]
