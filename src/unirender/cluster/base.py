@@ -1,0 +1,246 @@
+"""The session-backend interface: the service, the jobs runner and the Gymnasium envs talk only to this.
+
+A *session* is one player (one Controller) that somebody steps. Where it lives is the backend's business:
+``LocalBackend`` keeps a Controller per session in this process, ``RayBackend`` keeps one Ray actor per session.
+Either way the caller gets the same :class:`Session` object and the same ``Event``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from unirender.errors import UnirenderError
+
+if TYPE_CHECKING:
+    from unirender.protocol.event import Event
+
+# Session states, as reported by ``Session.info()["state"]``.
+STARTING, READY, RESTARTING, LOST, STOPPED = "starting", "ready", "restarting", "lost", "stopped"
+
+
+class CapacityError(UnirenderError, TimeoutError):
+    """No room for another session (player budget, GPU or display slots) within the wait allowed."""
+
+
+class SessionLostError(UnirenderError):
+    """The session's player, actor or node is gone and was not restarted; ``session.restart()`` makes a new one."""
+
+
+class SessionClosedError(UnirenderError):
+    """The session was stopped (or its backend closed); it takes no more actions."""
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one session asks for.
+
+    ``gpu``: index of the GPU wanted (locally: one of the backend's ``gpus``; on Ray any value asks for
+    ``num_gpus=1`` and Ray picks the device). ``None``: no preference (locally round-robin over the backend's GPUs
+    when it has some). ``display``: the player needs an X display (counted against the display budget; on Ray the
+    custom resource ``display``). ``cpu``: the CPU share the player needs (locally counted only against a configured
+    ``cpu_budget``; on Ray only against a custom resource named by ``RayBackend(cpu_resource=...)``: actors
+    always ask ``num_cpus=0``, see docs/cluster.md).
+    """
+
+    gpu: int | None = None
+    display: bool = False
+    cpu: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.gpu is not None and (not isinstance(self.gpu, int) or self.gpu < 0):
+            raise ValueError(f"Resources.gpu must be a GPU index >= 0 or None, not {self.gpu!r}")
+        if not self.cpu >= 0:
+            raise ValueError(f"Resources.cpu must be >= 0, not {self.cpu!r}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+_counter = itertools.count(1)
+
+
+def new_session_id() -> str:
+    return f"s{next(_counter)}-{uuid.uuid4().hex[:8]}"
+
+
+class Session:
+    """One player that somebody steps; the same object whatever the backend.
+
+    ``step``/``reset`` return an ``Event`` and may raise the Controller's errors (``ActionError``,
+    ``PlayerCrashedError``, ``RestartError`` when the player crashed and was restarted: the episode is lost,
+    call ``reset``), ``SessionLostError`` when the player is gone for good, ``SessionClosedError`` after ``stop``.
+    Calls on one session are serialised; different sessions run concurrently.
+    """
+
+    backend_name = "?"
+
+    def __init__(self, session_id: str, resources: Resources):
+        self.id = session_id
+        self.resources = resources
+        self.last_event: Event | None = None
+        self.created_at = time.time()
+        self.steps = 0
+        self.restarts = 0
+        self.state = STARTING
+        self._lock = threading.Lock()
+
+    # -- what every backend implements ------------------------------------------------------------------
+    def step(self, action: dict | str | None = None, **kwargs: Any) -> Event:
+        raise NotImplementedError
+
+    def reset(self, scene: str | None = None, **initialize_params: Any) -> Event:
+        raise NotImplementedError
+
+    def restart(self) -> Event:
+        """Start a fresh player for this session (after ``SessionLostError``); returns its first event."""
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def _placement_info(self) -> dict:
+        """platform, device, node, pid, ... as known to the backend."""
+        return {}
+
+    # -- shared ----------------------------------------------------------------------------------------
+    def info(self) -> dict:
+        info = {
+            "id": self.id,
+            "backend": self.backend_name,
+            "state": self.state,
+            "steps": self.steps,
+            "restarts": self.restarts,
+            "created_at": self.created_at,
+            "resources": self.resources.to_dict(),
+            "platform": None,
+            "device": None,
+            "node": None,
+            "pid": None,
+        }
+        info.update(self._placement_info())
+        return info
+
+    def _check_open(self) -> None:
+        if self.state == STOPPED:
+            raise SessionClosedError(f"session {self.id} is stopped")
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.id} {self.state} steps={self.steps}>"
+
+
+def normalize_action(action: dict | str | None, kwargs: dict) -> dict:
+    """``step("MoveAhead", moveMagnitude=0.5)`` and ``step({"action": "MoveAhead", ...})`` alike -> one dict."""
+    if action is None:
+        action = {}
+    elif isinstance(action, str):
+        action = {"action": action}
+    elif not isinstance(action, dict):
+        raise TypeError(f"action must be a dict, a string or None, not {type(action).__name__}")
+    if kwargs:
+        action = {**action, **kwargs}
+    return action
+
+
+class SessionBackend:
+    """Where sessions live. Thread-safe: the service creates and steps sessions from many threads."""
+
+    name = "?"
+
+    def __init__(self) -> None:
+        self._sessions: dict[str, Session] = {}
+        self._sessions_lock = threading.Lock()
+        self._closed = False
+
+    def create_session(
+        self,
+        controller_kwargs: dict,
+        *,
+        session_id: str | None = None,
+        resources: Resources | None = None,
+    ) -> Session:
+        """Start a player with ``unirender.Controller(**controller_kwargs)`` and return its session.
+
+        Raises ``CapacityError`` when the backend's budget stays full for its wait timeout, and whatever the
+        Controller raises when the player cannot start (``PlatformError``, ``PlayerError``...).
+        """
+        raise NotImplementedError
+
+    def sessions(self) -> list[Session]:
+        with self._sessions_lock:
+            return list(self._sessions.values())
+
+    def get(self, session_id: str) -> Session:
+        with self._sessions_lock:
+            try:
+                return self._sessions[session_id]
+            except KeyError:
+                raise KeyError(f"no session {session_id!r}") from None
+
+    def info(self) -> dict:
+        """Backend-level view: kind, capacity, sessions."""
+        return {"backend": self.name, "sessions": [s.info() for s in self.sessions()]}
+
+    def close(self) -> None:
+        """Stop every session. Idempotent."""
+        self._closed = True
+        for session in self.sessions():
+            try:
+                session.stop()
+            except Exception:  # keep stopping the others
+                pass
+
+    # -- helpers for subclasses ------------------------------------------------------------------------
+    def _register(self, session: Session) -> None:
+        with self._sessions_lock:
+            if session.id in self._sessions:
+                raise ValueError(f"session id {session.id!r} is already in use")
+            self._sessions[session.id] = session
+
+    def _forget(self, session: Session) -> None:
+        with self._sessions_lock:
+            if self._sessions.get(session.id) is session:
+                del self._sessions[session.id]
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SessionClosedError(f"{self.name} backend is closed")
+
+    def __enter__(self) -> SessionBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+BACKEND_KINDS = ("local", "ray")
+
+
+def create_backend(kind: str = "local", **options: Any) -> SessionBackend:
+    """``"local"`` -> :class:`LocalBackend`, ``"ray"`` -> :class:`RayBackend` (needs ``unirender[ray]``).
+
+    ``options`` go to the backend's constructor (e.g. ``max_sessions``, ``gpus``; for Ray ``address``).
+    """
+    if kind == "local":
+        from unirender.cluster.local import LocalBackend
+
+        return LocalBackend(**options)
+    if kind == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError as exc:
+            raise UnirenderError("the ray backend needs Ray: pip install 'unirender[ray]'") from exc
+        from unirender.cluster.ray_backend import RayBackend
+
+        return RayBackend(**options)
+    raise ValueError(f"unknown session backend {kind!r}; expected one of {', '.join(BACKEND_KINDS)}")

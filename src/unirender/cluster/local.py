@@ -1,0 +1,234 @@
+"""LocalBackend: one player per session on this machine, a ``unirender.Controller`` per session in this process.
+
+The step path is a lock and a method call on the Controller: nothing is copied, the Event is the Controller's.
+Players are launched on the backend's own long-lived threads because ``PR_SET_PDEATHSIG`` (which every player gets
+from ``ManagedProcess``) fires when the *thread* that started the child exits: a session created from a
+short-lived worker thread would otherwise lose its player when that thread ends.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from unirender.cluster.base import (
+    LOST,
+    READY,
+    RESTARTING,
+    STOPPED,
+    Resources,
+    Session,
+    SessionBackend,
+    SessionLostError,
+    new_session_id,
+    normalize_action,
+)
+from unirender.cluster.placement import LocalPlacement, Slot
+from unirender.errors import PlayerCrashedError, RestartError
+
+if TYPE_CHECKING:
+    from unirender.protocol.event import Event
+
+
+def placement_info(controller: Any) -> dict:
+    """platform, device, pid and log of a Controller, tolerant of attributes it may not have."""
+    resolution = getattr(controller, "resolution", None)
+    platform = getattr(resolution, "platform", None)
+    device = getattr(resolution, "device", None)
+    process = getattr(controller, "process", None)
+    return {
+        "platform": getattr(platform, "name", None) or (type(platform).__name__ if platform else None),
+        "device": getattr(device, "name", None),
+        "software_device": getattr(device, "software", None),
+        "pid": getattr(process, "pid", None),
+        "server_type": getattr(controller, "server_type", None),
+        "log_path": str(getattr(controller, "log_path", None) or "") or None,
+    }
+
+
+class LocalSession(Session):
+    backend_name = "local"
+
+    def __init__(
+        self, backend: LocalBackend, session_id: str, resources: Resources, slot: Slot, kwargs: dict
+    ):
+        super().__init__(session_id, resources)
+        self._backend = backend
+        self._slot = slot
+        self._kwargs = kwargs
+        self._controller: Any = None
+        self._node = socket.gethostname()
+
+    @property
+    def gpu(self) -> int | None:
+        return self._slot.gpu
+
+    @property
+    def controller(self) -> Any:
+        """The session's ``unirender.Controller`` (local backend only)."""
+        return self._controller
+
+    def _attach(self, controller: Any) -> None:
+        self._controller = controller
+        self.last_event = getattr(controller, "last_event", None)
+        self.state = READY
+
+    # -- Session ---------------------------------------------------------------------------------------------
+    def step(self, action: dict | str | None = None, **kwargs: Any) -> Event:
+        action = normalize_action(action, kwargs)
+        with self._lock:
+            return self._call(self._controller.step, action)
+
+    def reset(self, scene: str | None = None, **initialize_params: Any) -> Event:
+        with self._lock:
+            return self._call(self._controller.reset, scene, **initialize_params)
+
+    def _call(self, method: Any, *args: Any, **kwargs: Any) -> Event:
+        self._check_open()
+        if self.state == LOST:
+            raise SessionLostError(
+                f"session {self.id}: its player crashed and was not restarted; call restart()"
+            )
+        try:
+            event = method(*args, **kwargs)
+        except RestartError:
+            self.restarts += 1  # the Controller restarted the player: episode lost, new player ready
+            self.last_event = getattr(self._controller, "last_event", None)
+            raise
+        except PlayerCrashedError:
+            self.state = LOST
+            raise
+        self.steps += 1
+        self.last_event = event
+        return event
+
+    def restart(self) -> Event:
+        with self._lock:
+            self._check_open()
+            self.state = RESTARTING
+            _stop_quietly(self._controller)
+            self._controller = None
+            try:
+                controller = self._backend._launch(self._kwargs)
+            except BaseException:
+                self.state = LOST
+                raise
+            self.restarts += 1
+            self._attach(controller)
+            return self.last_event
+
+    def stop(self) -> None:
+        with self._lock:
+            if self.state == STOPPED:
+                return
+            self.state = STOPPED
+            controller, self._controller = self._controller, None
+        try:
+            _stop_quietly(controller)
+        finally:
+            self._backend._release(self)
+
+    def _placement_info(self) -> dict:
+        info = placement_info(self._controller) if self._controller is not None else {}
+        info["node"] = self._node
+        info["gpu"] = self._slot.gpu
+        return info
+
+
+def _stop_quietly(controller: Any) -> None:
+    if controller is not None:
+        try:
+            controller.stop()
+        except Exception:
+            pass
+
+
+class LocalBackend(SessionBackend):
+    """Players on this machine. Budget options are those of :class:`LocalPlacement` (``max_sessions``, ``gpus``,
+    ``sessions_per_gpu``, ``max_display_sessions``, ``cpu_budget``, ``wait_timeout``); ``controller_defaults`` are
+    merged under every session's Controller kwargs."""
+
+    name = "local"
+
+    def __init__(
+        self,
+        *,
+        max_sessions: int | None = None,
+        gpus: list[int] | None = None,
+        sessions_per_gpu: int | None = None,
+        max_display_sessions: int | None = None,
+        cpu_budget: float | None = None,
+        wait_timeout: float | None = 0.0,
+        controller_defaults: dict | None = None,
+        launch_threads: int | None = None,
+    ):
+        super().__init__()
+        self.placement = LocalPlacement(
+            max_sessions=max_sessions,
+            gpus=gpus,
+            sessions_per_gpu=sessions_per_gpu,
+            max_display_sessions=max_display_sessions,
+            cpu_budget=cpu_budget,
+            wait_timeout=wait_timeout,
+        )
+        self.controller_defaults = dict(controller_defaults or {})
+        # Long-lived launcher threads: the players' parent-death signal is tied to them (see module doc).
+        self._launcher = ThreadPoolExecutor(
+            max_workers=launch_threads or max(2, min(8, os.cpu_count() or 2)),
+            thread_name_prefix="unirender-launch",
+        )
+
+    def create_session(
+        self,
+        controller_kwargs: dict,
+        *,
+        session_id: str | None = None,
+        resources: Resources | None = None,
+    ) -> LocalSession:
+        self._check_open()
+        kwargs = {**self.controller_defaults, **controller_kwargs}
+        if resources is None:
+            gpu = kwargs.get("gpu_device")
+            resources = Resources(gpu=gpu if isinstance(gpu, int) else None)
+        slot = self.placement.acquire(resources)
+        if slot.gpu is not None:
+            kwargs["gpu_device"] = slot.gpu
+        session = LocalSession(self, session_id or new_session_id(), resources, slot, kwargs)
+        try:
+            self._register(session)
+        except BaseException:
+            self.placement.release(slot)
+            raise
+        try:
+            session._attach(self._launch(kwargs))
+        except BaseException:
+            session.state = STOPPED
+            self._release(session)
+            raise
+        return session
+
+    def _launch(self, kwargs: dict) -> Any:
+        """``Controller(**kwargs)`` on a launcher thread; a caller interrupted while waiting never leaks it."""
+        from unirender.controller import Controller
+
+        future = self._launcher.submit(Controller, **kwargs)
+        try:
+            return future.result()
+        except BaseException:
+            future.add_done_callback(lambda f: f.exception() is None and _stop_quietly(f.result()))
+            raise
+
+    def _release(self, session: LocalSession) -> None:
+        self._forget(session)
+        self.placement.release(session._slot)
+
+    def info(self) -> dict:
+        info = super().info()
+        info["capacity"] = self.placement.usage()
+        return info
+
+    def close(self) -> None:
+        super().close()
+        self._launcher.shutdown(wait=True, cancel_futures=True)
