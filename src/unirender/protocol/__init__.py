@@ -11,9 +11,17 @@ from unirender.protocol.errors import (
     TruncatedFrameError,
     UnknownFieldTypeError,
 )
+from unirender.protocol.fifo import FieldType, FifoDecoder, FifoMessage, decode_player_message, encode_message
+from unirender.protocol.http import RequestReader, ResponseReader, build_response, build_train_request
+from unirender.protocol.multipart import build_wwwform, parse_form, payload_parts_from_form
 from unirender.protocol.payload import Payload
+from unirender.protocol.state import ControllerProtocol, encode_json_action
 
 __all__ = [
+    "ControllerProtocol",
+    "FieldType",
+    "FifoDecoder",
+    "FifoMessage",
     "FrameTooLargeError",
     "HttpFramingError",
     "ImageSizeError",
@@ -21,7 +29,17 @@ __all__ = [
     "MultipartError",
     "Payload",
     "ProtocolError",
+    "RequestReader",
+    "ResponseReader",
     "SequenceIdMismatchError",
     "TruncatedFrameError",
     "UnknownFieldTypeError",
+    "build_response",
+    "build_train_request",
+    "build_wwwform",
+    "decode_player_message",
+    "encode_json_action",
+    "encode_message",
+    "parse_form",
+    "payload_parts_from_form",
 ]

@@ -1,0 +1,129 @@
+"""The Python side's protocol state for one player: sequence ids (spec 5.5) and METADATA_PATCH merging (3.6).
+
+Both transports feed this object, so the rules live in one place: ``prepare_action`` before sending,
+``accept`` / ``accept_patch`` for what comes back.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+
+from unirender.protocol.errors import MetadataError, SequenceIdMismatchError
+from unirender.protocol.payload import Payload
+
+
+class _NumpyAwareEncoder(json.JSONEncoder):
+    """ndarray -> list, numpy scalars -> Python scalars (what AI2-THOR's NumpyAwareEncoder does)."""
+
+    def default(self, o):
+        if isinstance(o, np.ndarray):
+            return o.tolist()
+        if isinstance(o, np.generic):
+            return o.item()
+        return super().default(o)
+
+
+_ENCODER = _NumpyAwareEncoder(ensure_ascii=True)
+
+
+def encode_json_action(action: dict) -> bytes:
+    """An action as ASCII JSON bytes (Unity reads WSGI bodies with ``Encoding.ASCII``: non-ASCII is escaped).
+
+    Uses the default separators, so the bytes equal 5.0.0's: ``{"action": "Pass", "sequenceId": 1}``.
+    """
+    return _ENCODER.encode(action).encode("ascii")
+
+
+def check_metadata(metadata: object) -> dict:
+    """The minimum every full message needs: a map with a non-empty ``agents`` list of maps and a ``sequenceId``."""
+    if not isinstance(metadata, dict):
+        raise MetadataError(f"metadata must be a JSON object / msgpack map, got {type(metadata).__name__}")
+    agents = metadata.get("agents")
+    if not isinstance(agents, list) or not agents:
+        raise MetadataError("metadata must have a non-empty 'agents' list (MultiAgentMetadata, spec 5.4)")
+    for i, agent in enumerate(agents):
+        if not isinstance(agent, dict):
+            raise MetadataError(f"metadata agents[{i}] must be an object, got {type(agent).__name__}")
+    if "sequenceId" not in metadata:
+        raise MetadataError("metadata has no 'sequenceId' (spec 5.5)")
+    return metadata
+
+
+class ControllerProtocol:
+    """Sequence-id bookkeeping and patch merging for one player connection.
+
+    ``sequence_id`` is the id of the last action sent (0 before any, matching the player's hello event).
+    """
+
+    def __init__(self) -> None:
+        self.sequence_id = 0
+        self._previous: Payload | None = None
+
+    @property
+    def previous(self) -> Payload | None:
+        """The last accepted payload (what a METADATA_PATCH merges into)."""
+        return self._previous
+
+    def prepare_action(self, action: dict) -> dict:
+        """Deep copy of ``action`` ready to send: non-dict ``rotation`` -> ``{"y": r}``, ``sequenceId`` assigned.
+
+        An explicit ``sequenceId`` is adopted (``Reset`` sends 0: the new scene's player starts counting again);
+        otherwise the counter is incremented and inserted.
+        """
+        if not isinstance(action, dict):
+            raise TypeError(f"an action must be a dict, got {type(action).__name__}")
+        action = copy.deepcopy(action)
+        if "rotation" in action and not isinstance(action["rotation"], dict):
+            action["rotation"] = {"y": action["rotation"]}
+        if "sequenceId" in action:
+            self.sequence_id = int(action["sequenceId"])
+        else:
+            self.sequence_id += 1
+            action["sequenceId"] = self.sequence_id
+        return action
+
+    def accept(self, metadata: dict, files: dict[str, list[memoryview]]) -> Payload:
+        """A full message: checks ``sequenceId`` against the last action sent and remembers it for patches."""
+        check_metadata(metadata)
+        got = metadata["sequenceId"]
+        if got != self.sequence_id:
+            raise SequenceIdMismatchError(
+                f"sequence id mismatch: player echoed {got!r}, last action sent had {self.sequence_id}",
+                expected=self.sequence_id,
+                got=got,
+            )
+        payload = Payload(metadata, files)
+        self._previous = payload
+        return payload
+
+    def accept_patch(self, patch: dict) -> Payload:
+        """Merge a METADATA_PATCH into the previous full metadata (spec 3.6); images are the previous ones.
+
+        The patch's agent dict is updated, ``activeAgentId`` becomes ``patch["agentId"]``, ``sequenceId`` is the
+        last sent one (patches skip the check). Unlike 5.0.0 a missing top-level ``thirdPartyCameras`` is no
+        ``KeyError``: it stays absent/None.
+        """
+        if not isinstance(patch, dict):
+            raise MetadataError(f"METADATA_PATCH must be a map, got {type(patch).__name__}")
+        if self._previous is None:
+            raise MetadataError("METADATA_PATCH arrived before any full METADATA message to merge it into")
+        previous = self._previous.metadata
+        agents = [dict(agent) for agent in previous["agents"]]
+        agent_id = patch.get("agentId", 0)
+        if not isinstance(agent_id, int) or isinstance(agent_id, bool) or not 0 <= agent_id < len(agents):
+            raise MetadataError(f"METADATA_PATCH agentId {agent_id!r} is not one of the {len(agents)} agent(s)")
+        agents[agent_id].update(patch)
+        metadata = dict(previous)
+        metadata["agents"] = agents
+        metadata["activeAgentId"] = agent_id
+        metadata["sequenceId"] = self.sequence_id
+        metadata["thirdPartyCameras"] = previous.get("thirdPartyCameras")
+        payload = Payload(metadata, self._previous.files, patched=True)
+        self._previous = payload
+        return payload
+
+
+__all__ = ["ControllerProtocol", "check_metadata", "encode_json_action"]
