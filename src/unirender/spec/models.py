@@ -1,0 +1,371 @@
+"""The declarative spec: one pydantic schema for an environment and for a rendering job.
+
+Every model forbids unknown keys, so a typo fails at load time with its key path instead of being ignored.
+Cross-field rules (flow needs a previous-frame policy, EGL needs the builtin player, ...) live in
+validators next to the fields they constrain; :mod:`unirender.spec.loader` turns failures into ``SpecError``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+Modality = Literal["rgb", "depth", "instance_segmentation", "semantic_segmentation", "normals", "flow"]
+MODALITIES: tuple[str, ...] = Modality.__args__  # type: ignore[attr-defined]
+
+PlatformName = Literal["auto", "CloudRendering", "Linux64", "EGL", "OSXIntel64", "WebGL"]
+DepthFormat = Literal["Meters", "Normalized", "Millimeters"]
+# Unity's QualitySettings names as AI2-THOR builds ship them.
+Quality = Literal[
+    "Very Low", "Low", "Medium", "MediumCloseFitShadows", "High", "High WebGL", "Very High", "Ultra"
+]
+
+BUILTIN = "builtin"
+
+# Initialize flags per modality (spec 6.5). rgb is always rendered by the player: no flag to set.
+MODALITY_INITIALIZE_FLAG: dict[str, str | None] = {
+    "rgb": None,
+    "depth": "renderDepthImage",
+    "instance_segmentation": "renderInstanceSegmentation",
+    "semantic_segmentation": "renderSemanticSegmentation",
+    "normals": "renderNormalsImage",
+    "flow": "renderFlowImage",
+}
+
+# Controller keyword arguments that the spec sets itself; `environment.initialize` may not shadow them.
+CONTROLLER_KEYS = {
+    "executable", "width", "height", "server", "quality", "scene", "x_display", "platform", "headless",
+    "gpu_device", "server_timeout", "server_start_timeout", "max_restarts", "depth_format",
+}  # fmt: skip
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+class Vec3(_Strict):
+    x: float = 0.0
+    y: float = 0.0
+    z: float = 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {"x": self.x, "y": self.y, "z": self.z}
+
+
+def _rotation(value: Any) -> Any:
+    # AI2-THOR accepts a bare number for a rotation about y; so do we.
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return {"y": value}
+    return value
+
+
+class EnvironmentSpec(_Strict):
+    """What to launch and how: maps one to one onto :class:`unirender.Controller` arguments."""
+
+    executable: str = Field(BUILTIN, min_length=1, description="path to a Unity build, or 'builtin'")
+    platform: PlatformName = "auto"
+    transport: Literal["fifo", "wsgi"] = "fifo"
+    width: int = Field(300, ge=1, le=8192)
+    height: int = Field(300, ge=1, le=8192)
+    quality: Quality = "Ultra"
+    headless: bool = True
+    gpu_device: int | None = Field(None, ge=0)
+    x_display: str | None = Field(None, pattern=r"^[A-Za-z0-9.\-]*:\d+(\.\d+)?$")
+    server_timeout: float | None = Field(100.0, gt=0)
+    server_start_timeout: float = Field(300.0, gt=0)
+    max_restarts: int = Field(3, ge=0)
+    initialize: dict[str, Any] = Field(
+        default_factory=dict, description="extra Initialize parameters, passed to the player unchanged"
+    )
+
+    @field_validator("initialize")
+    @classmethod
+    def _no_shadowed_keys(cls, value: dict[str, Any]) -> dict[str, Any]:
+        clash = sorted(set(value) & CONTROLLER_KEYS)
+        if clash:
+            raise ValueError(
+                f"keys {clash} are environment settings, not Initialize parameters: set them on environment"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _platform_runs_executable(self) -> EnvironmentSpec:
+        if self.platform == "EGL" and self.executable != BUILTIN:
+            raise _FieldError(
+                "platform",
+                "'EGL' only runs the builtin reference player; for a Unity build use "
+                "'auto', 'CloudRendering' or 'Linux64'",
+            )
+        return self
+
+    @property
+    def is_builtin(self) -> bool:
+        return self.executable == BUILTIN
+
+    def controller_kwargs(self, render: RenderSpec | None = None) -> dict[str, Any]:
+        """Keyword arguments for ``unirender.Controller`` — the one place a spec becomes a Controller.
+
+        With ``render``, the Initialize flags for its modalities and its ``depth_format`` are added.
+        """
+        kwargs: dict[str, Any] = {
+            "executable": self.executable,
+            "width": self.width,
+            "height": self.height,
+            "server": self.transport,
+            "quality": self.quality,
+            "platform": self.platform,
+            "headless": self.headless,
+            "gpu_device": self.gpu_device,
+            "x_display": self.x_display,
+            "server_timeout": self.server_timeout,
+            "server_start_timeout": self.server_start_timeout,
+            "max_restarts": self.max_restarts,
+        }
+        kwargs.update(self.initialize)
+        if render is not None:
+            kwargs["depth_format"] = render.depth_format
+            kwargs.update(render.initialize_params())
+        return kwargs
+
+
+class CameraSpec(_Strict):
+    """A third-party camera, added with ``AddThirdPartyCamera`` after every reset."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_\-]+$", max_length=64)
+    position: Vec3
+    rotation: Vec3 = Field(default_factory=Vec3)
+    field_of_view: float = Field(90.0, gt=0, lt=180)
+
+    _bare_rotation = field_validator("rotation", mode="before")(_rotation)
+
+    def add_action(self) -> dict[str, Any]:
+        return {
+            "action": "AddThirdPartyCamera",
+            "position": self.position.as_dict(),
+            "rotation": self.rotation.as_dict(),
+            "fieldOfView": self.field_of_view,
+        }
+
+
+class RenderSpec(_Strict):
+    """Which images every recorded frame carries."""
+
+    modalities: list[Modality] = Field(default_factory=lambda: ["rgb"], min_length=1)
+    depth_format: DepthFormat = "Meters"
+    cameras: list[CameraSpec] = Field(default_factory=list)
+    flow_policy: Literal["previous_step"] | None = Field(
+        None,
+        description="what optical flow is measured against; 'previous_step': the frame the player rendered "
+        "for the previous step of the episode (the first frame of an episode has zero flow)",
+    )
+
+    @field_validator("modalities")
+    @classmethod
+    def _unique_modalities(cls, value: list[str]) -> list[str]:
+        dup = sorted({m for m in value if value.count(m) > 1})
+        if dup:
+            raise ValueError(f"listed more than once: {dup}")
+        return value
+
+    @field_validator("cameras")
+    @classmethod
+    def _unique_camera_names(cls, value: list[CameraSpec]) -> list[CameraSpec]:
+        names = [c.name for c in value]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"camera names must be unique; repeated: {dup}")
+        return value
+
+    @model_validator(mode="after")
+    def _flow_needs_policy(self) -> RenderSpec:
+        if "flow" in self.modalities and self.flow_policy is None:
+            raise _FieldError(
+                "flow_policy",
+                "required when 'flow' is in modalities (flow is measured against a previous frame); "
+                "allowed: 'previous_step'",
+            )
+        return self
+
+    def initialize_params(self) -> dict[str, bool]:
+        return {
+            flag: (modality in self.modalities)
+            for modality, flag in MODALITY_INITIALIZE_FLAG.items()
+            if flag is not None
+        }
+
+
+class PoseSpec(_Strict):
+    position: Vec3
+    rotation: Vec3 = Field(default_factory=Vec3)
+    horizon: float = Field(0.0, ge=-90, le=90)
+    standing: bool = True
+
+    _bare_rotation = field_validator("rotation", mode="before")(_rotation)
+
+    def teleport_action(self) -> dict[str, Any]:
+        return {
+            "action": "TeleportFull",
+            "position": self.position.as_dict(),
+            "rotation": self.rotation.as_dict(),
+            "horizon": self.horizon,
+            "standing": self.standing,
+        }
+
+
+class GridGenerator(_Strict):
+    """Every reachable position (thinned by ``every``) times every rotation and horizon."""
+
+    kind: Literal["grid"]
+    rotations: list[float] = Field(default_factory=lambda: [0.0, 90.0, 180.0, 270.0], min_length=1)
+    horizons: list[float] = Field(default_factory=lambda: [0.0], min_length=1)
+    every: int = Field(1, ge=1, description="keep every n-th reachable position")
+    max_positions: int | None = Field(None, ge=1)
+
+
+class RandomGenerator(_Strict):
+    """``count`` poses drawn from the reachable positions with a seeded generator."""
+
+    kind: Literal["random"]
+    count: int = Field(ge=1, le=1_000_000)
+    seed: int = 0
+    rotations: list[float] | None = Field(
+        None, description="rotations to draw from; omitted: uniform in [0, 360)"
+    )
+    horizons: list[float] = Field(default_factory=lambda: [0.0], min_length=1)
+
+
+Generator = Annotated[GridGenerator | RandomGenerator, Field(discriminator="kind")]
+
+
+class EpisodeSpec(_Strict):
+    """One scene and what to do in it: an action sequence, poses to visit, or a pose generator.
+
+    Frames recorded: for ``actions`` the frame after the reset plus one per action; for ``poses`` and
+    generators one per pose. ``repeat`` runs the episode again (random generators draw with ``seed + i``).
+    """
+
+    scene: str = Field(min_length=1)
+    name: str | None = Field(None, pattern=r"^[A-Za-z0-9_\-]+$", max_length=64)
+    actions: list[str | dict[str, Any]] | None = Field(None, min_length=1)
+    poses: list[PoseSpec] | None = Field(None, min_length=1)
+    generator: Generator | None = None
+    repeat: int = Field(1, ge=1, le=100_000)
+
+    @field_validator("actions")
+    @classmethod
+    def _actions_have_names(cls, value: list[str | dict[str, Any]] | None):
+        if value is None:
+            return value
+        for i, action in enumerate(value):
+            name = action if isinstance(action, str) else action.get("action")
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"item {i}: an action is a name or a mapping with an 'action' name")
+            if name in ("Reset", "Initialize"):
+                raise ValueError(f"item {i}: {name!r} is issued by the job itself")
+        return value
+
+    @model_validator(mode="after")
+    def _exactly_one_source(self) -> EpisodeSpec:
+        given = [k for k in ("actions", "poses", "generator") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of 'actions', 'poses', 'generator'"
+                + (f" (got {', '.join(given)})" if given else "")
+            )
+        return self
+
+    def action_dicts(self) -> list[dict[str, Any]]:
+        return [{"action": a} if isinstance(a, str) else dict(a) for a in self.actions or []]
+
+    @property
+    def known_frame_count(self) -> int | None:
+        """Frames per repeat, or None when it depends on the scene (grid over reachable positions)."""
+        if self.actions is not None:
+            return len(self.actions) + 1
+        if self.poses is not None:
+            return len(self.poses)
+        if isinstance(self.generator, RandomGenerator):
+            return self.generator.count
+        return None
+
+
+class OutputSpec(_Strict):
+    directory: str = Field("out", min_length=1)
+    format: Literal["png", "npz", "webdataset"] = "png"
+    depth_encoding: Literal["npy", "png16"] = Field(
+        "npy", description="png format: depth as float32 .npy (exact) or 16-bit PNG in millimetres"
+    )
+    frames_per_shard: int = Field(500, ge=1, description="npz / webdataset: frames per shard at most")
+    compress: bool = Field(False, description="npz: deflate the arrays (smaller, slower)")
+    png_compress_level: int = Field(1, ge=0, le=9)
+
+    @model_validator(mode="after")
+    def _depth_encoding_fits_format(self) -> OutputSpec:
+        if self.depth_encoding == "png16" and self.format != "png":
+            raise _FieldError("depth_encoding", f"'png16' needs format 'png' (format is {self.format!r})")
+        return self
+
+
+class JobSpec(_Strict):
+    """A rendering job: an environment, what to render, the episodes, and where to write them."""
+
+    version: Literal[1] = 1
+    name: str = Field("job", pattern=r"^[A-Za-z0-9_.\-]+$", max_length=100)
+    environment: EnvironmentSpec = Field(default_factory=EnvironmentSpec)
+    render: RenderSpec = Field(default_factory=RenderSpec)
+    episodes: list[EpisodeSpec] = Field(min_length=1)
+    output: OutputSpec = Field(default_factory=OutputSpec)
+    workers: int | Literal["auto"] = Field("auto", description="players run side by side")
+    max_episode_retries: int = Field(2, ge=0, le=100, description="per episode, after a player crash")
+
+    @field_validator("workers")
+    @classmethod
+    def _positive_workers(cls, value):
+        if isinstance(value, int) and value < 1:
+            raise ValueError("must be at least 1, or 'auto'")
+        return value
+
+    @model_validator(mode="after")
+    def _combinations(self) -> JobSpec:
+        shadowed = sorted(set(self.environment.initialize) & set(self.render.initialize_params()))
+        if shadowed:
+            raise _FieldError(
+                f"environment.initialize.{shadowed[0]}", "set by render.modalities; remove it here"
+            )
+        if (
+            not self.environment.is_builtin
+            and "flow" in self.render.modalities
+            and self.render.cameras
+        ):
+            # AI2-THOR builds never fill third-party flow (spec 4.2): a camera could not deliver it.
+            raise _FieldError(
+                "render.modalities",
+                "'flow' cannot be produced for third-party cameras by a Unity build; drop 'flow' or the "
+                "cameras (the builtin player produces both)",
+            )
+        return self
+
+    def controller_kwargs(self) -> dict[str, Any]:
+        return self.environment.controller_kwargs(self.render)
+
+    def content_hash(self) -> str:
+        """Hash of everything that decides the dataset's bytes (not where it goes or how many workers)."""
+        data = self.model_dump(mode="json")
+        data["output"].pop("directory")
+        for key in ("workers", "max_episode_retries", "name"):
+            data.pop(key)
+        for key in ("server_timeout", "server_start_timeout", "max_restarts"):
+            data["environment"].pop(key)
+        blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+        return hashlib.sha256(blob).hexdigest()
+
+
+class _FieldError(ValueError):
+    """A model-level rule that belongs to one field: the loader reports it under that field's path."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(message)
