@@ -58,7 +58,9 @@ class SequenceIdMismatchError(ProtocolError):
 class ImageSizeError(ProtocolError):
     """An image buffer's size does not fit the screen size in the metadata."""
 
-    def __init__(self, message: str, *, field: str | None = None, expected: object = None, got: int | None = None):
+    def __init__(
+        self, message: str, *, field: str | None = None, expected: object = None, got: int | None = None
+    ):
         self.field = field
         self.expected = expected
         self.got = got

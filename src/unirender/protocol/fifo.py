@@ -231,9 +231,12 @@ def decode_player_message(msg: FifoMessage) -> tuple[dict, dict[str, list[memory
         name = FIELD_TYPE_TO_FORM_NAME.get(field_type)
         if name is None:
             if field_type in (FieldType.METADATA, FieldType.METADATA_PATCH):
-                raise MetadataError(f"FIFO message from the player has a second metadata frame ({field_type.name})")
+                raise MetadataError(
+                    f"FIFO message from the player has a second metadata frame ({field_type.name})"
+                )
             raise UnknownFieldTypeError(
-                f"field type {field_type.name} is not valid in a message from the player", field_type=int(field_type)
+                f"field type {field_type.name} is not valid in a message from the player",
+                field_type=int(field_type),
             )
         files.setdefault(name, []).append(body)
     return metadata, files, is_patch

@@ -26,9 +26,9 @@ RESPONSE_CONTENT_TYPE = "application/json"
 
 def train_request_head(content_type: str, content_length: int) -> bytes:
     """Unity's header block: request line, ``Content-Length``, then ``WWWForm.headers`` (only Content-Type)."""
-    return (
-        b"POST /train HTTP/1.1\r\nContent-Length: %d\r\nContent-Type: %s\r\n\r\n"
-        % (content_length, content_type.encode("ascii"))
+    return b"POST /train HTTP/1.1\r\nContent-Length: %d\r\nContent-Type: %s\r\n\r\n" % (
+        content_length,
+        content_type.encode("ascii"),
     )
 
 
@@ -116,7 +116,9 @@ class RequestReader:
             end = self._head.find(b"\r\n\r\n", max(0, before - 3))
             if end < 0:
                 if len(self._head) > self.max_head:
-                    raise HttpFramingError(f"request head exceeds {self.max_head} bytes without an empty line")
+                    raise HttpFramingError(
+                        f"request head exceeds {self.max_head} bytes without an empty line"
+                    )
                 pos += len(self._head) - before
                 continue
             pos += end + 4 - before

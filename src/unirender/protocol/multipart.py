@@ -23,7 +23,8 @@ _rng = random.Random()
 # Unity's WWWTranscoder escapes bytes < 32, > 126, space and this set, with lower-case hex (spec 2.3 (b)).
 _URL_ESCAPED = frozenset(b" @&;:<>=?\"'/\\!#%+$,{}|^[]`")
 _URL_TABLE = [
-    f"%{b:02x}".encode("ascii") if (b < 32 or b > 126 or b in _URL_ESCAPED) else bytes([b]) for b in range(256)
+    f"%{b:02x}".encode("ascii") if (b < 32 or b > 126 or b in _URL_ESCAPED) else bytes([b])
+    for b in range(256)
 ]
 
 

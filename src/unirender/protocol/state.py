@@ -114,7 +114,9 @@ class ControllerProtocol:
         agents = [dict(agent) for agent in previous["agents"]]
         agent_id = patch.get("agentId", 0)
         if not isinstance(agent_id, int) or isinstance(agent_id, bool) or not 0 <= agent_id < len(agents):
-            raise MetadataError(f"METADATA_PATCH agentId {agent_id!r} is not one of the {len(agents)} agent(s)")
+            raise MetadataError(
+                f"METADATA_PATCH agentId {agent_id!r} is not one of the {len(agents)} agent(s)"
+            )
         agents[agent_id].update(patch)
         metadata = dict(previous)
         metadata["agents"] = agents

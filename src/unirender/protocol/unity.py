@@ -28,7 +28,9 @@ THIRD_PARTY_IMAGE_FIELDS = (
 _METADATA_JSON = _NumpyAwareEncoder(separators=(",", ":"))
 
 
-def order_images(agents: list[dict[str, bytes]], cameras: list[dict[str, bytes]] = ()) -> list[tuple[str, bytes]]:
+def order_images(
+    agents: list[dict[str, bytes]], cameras: list[dict[str, bytes]] = ()
+) -> list[tuple[str, bytes]]:
     """Payload order of spec 2.4: every third-party camera (RGB, depth, normals, ids, classes, flow), then every
     agent (``image``, depth, normals, ids, classes, flow). Each dict maps form field names to raw buffers."""
     images: list[tuple[str, bytes]] = []
@@ -58,7 +60,9 @@ def encode_fifo_emission(metadata: dict, images: list[tuple[str, bytes]]) -> byt
     for name, data in images:
         field_type = FORM_NAME_TO_FIELD_TYPE.get(name)
         if field_type is None:
-            raise ProtocolError(f"unknown image field name {name!r}; expected one of {sorted(FORM_NAME_TO_FIELD_TYPE)}")
+            raise ProtocolError(
+                f"unknown image field name {name!r}; expected one of {sorted(FORM_NAME_TO_FIELD_TYPE)}"
+            )
         frames.append((field_type, data))
     return encode_message(frames)
 
@@ -68,7 +72,9 @@ def encode_fifo_patch(patch: dict) -> bytes:
     return encode_message([(FieldType.METADATA_PATCH, _pack(patch))])
 
 
-def encode_wsgi_emission(metadata: dict, images: list[tuple[str, bytes]], token: str | None) -> tuple[str, bytes]:
+def encode_wsgi_emission(
+    metadata: dict, images: list[tuple[str, bytes]], token: str | None
+) -> tuple[str, bytes]:
     """``(content_type, body)`` of a ``POST /train``: metadata first, images, token last (newer Unity order).
     Without images this is Unity's urlencoded branch."""
     fields: list[tuple[str, str | bytes]] = [("metadata", _METADATA_JSON.encode(metadata))]
@@ -94,7 +100,8 @@ def decode_fifo_action(msg: FifoMessage) -> dict:
     for field_type, frame_body in msg.frames:
         if field_type is not FieldType.ACTION:
             raise UnknownFieldTypeError(
-                f"invalid field type for the player: {field_type.name} (only ACTION)", field_type=int(field_type)
+                f"invalid field type for the player: {field_type.name} (only ACTION)",
+                field_type=int(field_type),
             )
         body = frame_body
     if body is None:
