@@ -1,0 +1,102 @@
+"""What runs inside a Ray actor: one session's Controller, and how its Events cross the object store.
+
+The actor owns its player: the Controller starts it with ``ManagedProcess`` (same process group as the actor
+worker, ``PR_SET_PDEATHSIG``), so a SIGKILLed actor or a removed node never leaves a player behind.
+
+The Controller is created lazily on the first call, not in ``__init__``: that lets the driver tell "not placed yet"
+(a cheap ``placed()`` call stays pending while no node has room) from "player starting", and Ray's own restart of
+the actor (``max_restarts``) just runs ``__init__`` again, after which the next call starts a fresh player.
+Every call carries the *incarnation* the driver knows; a restarted actor has a new one and refuses the call, so
+an episode never silently continues on a fresh player.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Any
+
+import numpy as np
+
+from unirender.cluster.local import placement_info
+
+
+class IncarnationChanged(Exception):
+    """The actor was restarted since the driver last saw it (``args[0]``: the new incarnation)."""
+
+
+def pack_event(event: Any) -> tuple[dict, dict[str, np.ndarray]]:
+    """``Event`` -> ``(metadata, frames)``. Frames are made C-contiguous here so that Ray serialises them
+    out-of-band: one copy into the object store, none on the driver, which gets read-only views of it."""
+    frames = {name: np.ascontiguousarray(array) for name, array in event.frames().items()}
+    return event.metadata, frames
+
+
+def unpack_event(packed: tuple[dict, dict[str, np.ndarray]]) -> Any:
+    from unirender.protocol.event import Event
+
+    metadata, frames = packed
+    return Event.from_frames(metadata, frames)
+
+
+class SessionActor:
+    """Plain class; :mod:`unirender.cluster.ray_backend` wraps it with ``ray.remote(...).options(...)``."""
+
+    def __init__(self, controller_kwargs: dict):
+        self._kwargs = dict(controller_kwargs)
+        self._controller: Any = None
+        self.incarnation = uuid.uuid4().hex
+
+    # -- cheap, no player needed --------------------------------------------------------------------------
+    def placed(self) -> dict:
+        import ray
+
+        ctx = ray.get_runtime_context()
+        info = {
+            "incarnation": self.incarnation,
+            "node": ctx.get_node_id(),
+            "node_ip": ray.util.get_node_ip_address(),
+            "actor_pid": os.getpid(),
+            "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+        }
+        if self._controller is not None:
+            info.update(placement_info(self._controller))
+        return info
+
+    # -- player ---------------------------------------------------------------------------------------------
+    def start(self, incarnation: str | None) -> tuple[dict, Any]:
+        """Start the player if needed; returns ``(placed(), packed first event or None)``."""
+        self._check(incarnation)
+        self._ensure_started()
+        event = getattr(self._controller, "last_event", None)
+        return self.placed(), (pack_event(event) if event is not None else None)
+
+    def step(self, incarnation: str, action: dict) -> tuple[dict, dict]:
+        self._check(incarnation)
+        return pack_event(self._ensure_started().step(action))
+
+    def reset(self, incarnation: str, scene: str | None, params: dict) -> tuple[dict, dict]:
+        self._check(incarnation)
+        return pack_event(self._ensure_started().reset(scene, **params))
+
+    def last_event(self) -> tuple[dict, dict] | None:
+        event = getattr(self._controller, "last_event", None)
+        return pack_event(event) if event is not None else None
+
+    def stop(self) -> None:
+        controller, self._controller = self._controller, None
+        if controller is not None:
+            controller.stop()
+
+    # -- internals ---------------------------------------------------------------------------------------
+    def _check(self, incarnation: str | None) -> None:
+        if incarnation is not None and incarnation != self.incarnation:
+            raise IncarnationChanged(self.incarnation)
+
+    def _ensure_started(self) -> Any:
+        if self._controller is None:
+            # A GPU Ray gave this actor shows up as CUDA_VISIBLE_DEVICES, which the Controller reads (spec 6.2).
+            from unirender.controller import Controller
+
+            self._controller = Controller(**self._kwargs)
+        return self._controller

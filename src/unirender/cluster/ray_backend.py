@@ -1,0 +1,316 @@
+"""RayBackend: one Ray actor per session, each owning its player (see ``ray_actor.py``).
+
+Placement: actors ask ``num_cpus=0`` (a CPU-holding actor silently caps a node at its CPU count, see
+serving-and-scale.md "Ray gotchas"), ``num_gpus=1`` when the session wants a GPU, and custom resources — ``display``
+for players needing an X display, optionally a CPU-share resource — so that admission is counted by what nodes
+declare. A session that cannot be placed within ``wait_timeout`` fails with ``CapacityError``.
+
+Failures: a crashed actor or a lost node is restarted by Ray (``max_restarts``) on any node with room; the session
+notices (the call fails, or the actor's incarnation changed), waits for the new actor, starts a fresh player and
+raises ``RestartError`` (episode lost, as locally). When Ray gives up, ``SessionLostError``; ``restart()`` then
+places a brand-new actor. Every ``ray.get`` is bounded.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from unirender.cluster.base import (
+    LOST,
+    READY,
+    RESTARTING,
+    STOPPED,
+    CapacityError,
+    Resources,
+    Session,
+    SessionBackend,
+    SessionLostError,
+    new_session_id,
+    normalize_action,
+)
+from unirender.cluster.ray_actor import IncarnationChanged, SessionActor, unpack_event
+from unirender.errors import PlayerCrashedError, PlayerTimeoutError, RestartError
+
+if TYPE_CHECKING:
+    from unirender.protocol.event import Event
+
+
+def _ray():
+    import ray
+
+    return ray
+
+
+class RaySession(Session):
+    backend_name = "ray"
+
+    def __init__(self, backend: RayBackend, session_id: str, resources: Resources, kwargs: dict):
+        super().__init__(session_id, resources)
+        self._backend = backend
+        self._kwargs = kwargs
+        self._actor: Any = None
+        self._incarnation: str | None = None
+        self._placed: dict = {}
+
+    @property
+    def actor(self) -> Any:
+        """The session's Ray actor handle (Ray backend only)."""
+        return self._actor
+
+    # -- Session ---------------------------------------------------------------------------------------------
+    def step(self, action: dict | str | None = None, **kwargs: Any) -> Event:
+        action = normalize_action(action, kwargs)
+        with self._lock:
+            return self._call("step", action)
+
+    def reset(self, scene: str | None = None, **initialize_params: Any) -> Event:
+        with self._lock:
+            return self._call("reset", scene, initialize_params)
+
+    def restart(self) -> Event:
+        with self._lock:
+            self._check_open()
+            self.state = RESTARTING
+            self._kill_actor()
+            try:
+                self._place_and_start()
+            except BaseException:
+                self.state = LOST
+                raise
+            self.restarts += 1
+            return self.last_event
+
+    def stop(self) -> None:
+        with self._lock:
+            if self.state == STOPPED:
+                return
+            self.state = STOPPED
+            try:
+                if self._actor is not None:
+                    try:
+                        _ray().get(self._actor.stop.remote(), timeout=self._backend.stop_timeout)
+                    except Exception:
+                        pass  # dead, restarting or stuck: the kill below ends it, player included
+                self._kill_actor()
+            finally:
+                self._backend._forget(self)
+
+    def _placement_info(self) -> dict:
+        keys = ("node", "node_ip", "actor_pid", "gpu_ids", "platform", "device", "software_device", "pid")
+        return {k: self._placed.get(k) for k in keys}
+
+    # -- internals ---------------------------------------------------------------------------------------
+    def _place_and_start(self) -> None:
+        """New actor: wait for placement (bounded by ``wait_timeout``), then for its player."""
+        ray = _ray()
+        backend = self._backend
+        actor = backend._actor_class(self.resources).remote(self._kwargs)
+        try:
+            try:
+                placed = ray.get(actor.placed.remote(), timeout=backend.wait_timeout)
+            except ray.exceptions.GetTimeoutError:
+                raise CapacityError(
+                    f"no Ray node could take session {self.id} within {backend.wait_timeout:g} s: it asks for "
+                    f"{backend.actor_options(self.resources)}; available now: {ray.available_resources()}"
+                ) from None
+            placed, first = self._get(actor.start.remote(placed["incarnation"]), backend.start_timeout)
+        except BaseException:
+            ray.kill(actor, no_restart=True)
+            raise
+        self._actor = actor
+        self._adopt(placed, first)
+
+    def _adopt(self, placed: dict, first: Any) -> None:
+        self._placed = placed
+        self._incarnation = placed["incarnation"]
+        self.last_event = unpack_event(first) if first is not None else None
+        self.state = READY
+
+    def _get(self, ref: Any, timeout: float | None) -> Any:
+        """``ray.get`` with the actor's own exceptions re-raised as themselves."""
+        ray = _ray()
+        try:
+            return ray.get(ref, timeout=timeout)
+        except ray.exceptions.RayTaskError as exc:
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, BaseException):
+                raise cause from None
+            raise
+
+    def _call(self, method: str, *args: Any) -> Event:
+        self._check_open()
+        if self.state == LOST:
+            raise SessionLostError(f"session {self.id}: its Ray actor is gone; call restart()")
+        ray = _ray()
+        try:
+            packed = self._get(
+                getattr(self._actor, method).remote(self._incarnation, *args), self._backend.step_timeout
+            )
+        except IncarnationChanged:
+            self._recover("its Ray actor was restarted (actor or node failure) since the last call")
+        except ray.exceptions.RayActorError as exc:
+            self._recover(f"its Ray actor died during {method}: {_first_line(exc)}")
+        except ray.exceptions.GetTimeoutError:
+            raise PlayerTimeoutError(
+                f"session {self.id}: no answer to {method} within {self._backend.step_timeout:g} s "
+                f"(actor on node {self._placed.get('node')})"
+            ) from None
+        except RestartError:
+            self.restarts += 1  # the Controller inside the actor restarted its player
+            self._refresh_last_event()
+            raise
+        except PlayerCrashedError:
+            self.state = LOST
+            raise
+        event = unpack_event(packed)
+        self.steps += 1
+        self.last_event = event
+        return event
+
+    def _recover(self, reason: str) -> None:
+        """Wait for Ray's restart of the actor, start its player, then raise ``RestartError`` (or lost)."""
+        ray = _ray()
+        old_node = self._placed.get("node")
+        self.state = RESTARTING
+        deadline = time.monotonic() + self._backend.start_timeout
+        while True:
+            try:
+                placed, first = self._get(
+                    self._actor.start.remote(None), max(0.1, deadline - time.monotonic())
+                )
+                break
+            except ray.exceptions.ActorUnavailableError:  # restarting, or its node is going away: try again
+                if time.monotonic() > deadline:
+                    self.state = LOST
+                    raise SessionLostError(
+                        f"session {self.id}: {reason}; it did not come back in time"
+                    ) from None
+                time.sleep(0.2)
+            except (ray.exceptions.ActorDiedError, ray.exceptions.GetTimeoutError) as exc:
+                self.state = LOST
+                raise SessionLostError(
+                    f"session {self.id}: {reason}; Ray did not restart it ({_first_line(exc)}); "
+                    "call restart() to place a new actor"
+                ) from None
+        self.restarts += 1
+        self._adopt(placed, first)
+        raise RestartError(
+            f"session {self.id}: {reason}; restarted on node {placed['node']} (was {old_node}) with a new player. "
+            "The episode is lost: call reset()."
+        )
+
+    def _refresh_last_event(self) -> None:
+        try:
+            packed = _ray().get(self._actor.last_event.remote(), timeout=self._backend.step_timeout)
+            self.last_event = unpack_event(packed) if packed is not None else None
+        except Exception:
+            pass
+
+    def _kill_actor(self) -> None:
+        actor, self._actor = self._actor, None
+        if actor is not None:
+            try:
+                _ray().kill(actor, no_restart=True)
+            except Exception:
+                pass
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+class RayBackend(SessionBackend):
+    """Sessions as Ray actors.
+
+    ``address``: the cluster to join (``"auto"``, ``"HOST:6379"``); ``None`` joins the Ray instance this process
+    already initialised or starts a local one (``init_options`` go to ``ray.init``). ``max_restarts``: how often Ray
+    restarts a session's actor after it or its node dies. ``wait_timeout``: seconds a session may wait to be
+    placed. ``display_resource`` / ``cpu_resource``: names of the custom resources asked for ``Resources.display``
+    and ``Resources.cpu`` (``cpu_resource=None``: CPU share not counted).
+    """
+
+    name = "ray"
+
+    def __init__(
+        self,
+        *,
+        address: str | None = None,
+        max_restarts: int = 1,
+        wait_timeout: float = 30.0,
+        start_timeout: float = 180.0,
+        step_timeout: float = 120.0,
+        stop_timeout: float = 10.0,
+        display_resource: str = "display",
+        cpu_resource: str | None = None,
+        controller_defaults: dict | None = None,
+        init_options: dict | None = None,
+    ):
+        super().__init__()
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        ray = _ray()
+        self._owns_ray = False
+        if not ray.is_initialized():
+            options = {"include_dashboard": False, "log_to_driver": False, **(init_options or {})}
+            ray.init(address=address, **options)
+            self._owns_ray = True
+        self.max_restarts = max_restarts
+        self.wait_timeout = wait_timeout
+        self.start_timeout = start_timeout
+        self.step_timeout = step_timeout
+        self.stop_timeout = stop_timeout
+        self.display_resource = display_resource
+        self.cpu_resource = cpu_resource
+        self.controller_defaults = dict(controller_defaults or {})
+        self._remote_class = ray.remote(SessionActor)
+
+    def actor_options(self, resources: Resources) -> dict:
+        """The Ray options a session with these ``resources`` is placed with."""
+        options: dict[str, Any] = {"num_cpus": 0, "max_restarts": self.max_restarts, "max_task_retries": 0}
+        if resources.gpu is not None:
+            options["num_gpus"] = 1
+        custom = {}
+        if resources.display:
+            custom[self.display_resource] = 1
+        if self.cpu_resource and resources.cpu:
+            custom[self.cpu_resource] = resources.cpu
+        if custom:
+            options["resources"] = custom
+        return options
+
+    def _actor_class(self, resources: Resources) -> Any:
+        return self._remote_class.options(**self.actor_options(resources))
+
+    def create_session(
+        self,
+        controller_kwargs: dict,
+        *,
+        session_id: str | None = None,
+        resources: Resources | None = None,
+    ) -> RaySession:
+        self._check_open()
+        kwargs = {**self.controller_defaults, **controller_kwargs}
+        session = RaySession(self, session_id or new_session_id(), resources or Resources(), kwargs)
+        self._register(session)
+        try:
+            session._place_and_start()
+        except BaseException:
+            session.state = STOPPED
+            self._forget(session)
+            raise
+        return session
+
+    def info(self) -> dict:
+        ray = _ray()
+        info = super().info()
+        info["cluster_resources"] = ray.cluster_resources()
+        info["available_resources"] = ray.available_resources()
+        return info
+
+    def close(self) -> None:
+        super().close()
+        if self._owns_ray:
+            self._owns_ray = False
+            _ray().shutdown()
