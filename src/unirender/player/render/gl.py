@@ -1,0 +1,255 @@
+"""OpenGL back-ends through moderngl: "egl" (EGL device, no X) and "glx" (standalone context on $DISPLAY).
+
+Same GLSL 330 for both. Per frame: one uniform-block write, one instanced draw per (mesh, texture) group into a
+framebuffer holding exactly the requested targets, then ``read_into`` preallocated arrays (no allocation).
+"""
+
+from __future__ import annotations
+
+import os
+
+import moderngl
+import numpy as np
+
+from .gl_shaders import glsl_sources
+from .scene import MODALITIES, Camera, Instance, Light, Mesh, RenderInfo, is_software_renderer
+from .scene_state import FRAME_FLOATS, INSTANCE_DTYPE, SceneState, check_modalities
+from .textures import load_texture_rgba
+
+# Texture format per target: (components, dtype). Instance ids are RGBA8 bytes (see gl_shaders.py).
+_TARGET_FORMAT = {"rgb": (4, "f1"), "depth": (1, "f4"), "instance": (4, "f1"), "normals": (4, "f4"),
+                  "flow": (2, "f4")}
+_VERTEX_ATTRS = [("in_position", "3f", 12), ("in_normal", "3f", 12), ("in_uv", "2f", 8)]
+_INSTANCE_ATTRS = [("in_model", "16f", 64), ("in_prev_model", "16f", 64), ("in_normal_matrix", "9f", 36),
+                   ("in_color", "4f", 16), ("in_id", "1u", 4)]
+assert sum(size for _, _, size in _INSTANCE_ATTRS) == INSTANCE_DTYPE.itemsize
+
+
+def _create_context(backend: str, device_index: int | None) -> moderngl.Context:
+    try:
+        if backend == "egl":
+            kwargs = {} if device_index is None else {"device_index": int(device_index)}
+            return moderngl.create_standalone_context(require=330, backend="egl", **kwargs)
+        if not os.environ.get("DISPLAY"):
+            raise RuntimeError("the glx back-end needs DISPLAY (an X server with GLX, e.g. Xvfb)")
+        return moderngl.create_standalone_context(require=330)
+    except Exception as exc:  # glcontext raises bare Exception with the EGL/GLX reason
+        from ...errors import PlatformError
+
+        raise PlatformError(f"cannot create an OpenGL context for back-end {backend!r}: {exc}") from exc
+
+
+class GLRenderer:
+    """A moderngl renderer; see ``unirender.player.render`` for the API contract."""
+
+    def __init__(self, backend: str, width: int, height: int, device_index: int | None = None) -> None:
+        self._ctx = _create_context(backend, device_index)
+        info = self._ctx.info
+        name = str(info.get("GL_RENDERER", ""))
+        software = is_software_renderer(name)
+        self.info = RenderInfo(backend=backend, renderer=name, vendor=str(info.get("GL_VENDOR", "")),
+                               software=software, device_type="CPU" if software else "GPU",
+                               extra={"version": str(info.get("GL_VERSION", ""))})
+        self._state = SceneState()
+        self._programs: dict[tuple[str, ...], moderngl.Program] = {}
+        self._vaos: dict[tuple[tuple[str, ...], int], moderngl.VertexArray] = {}
+        self._mesh_buffers: dict[str, tuple[moderngl.Buffer, moderngl.Buffer, int]] = {}
+        self._group_buffers: list[moderngl.Buffer] = []
+        self._textures: dict[str, moderngl.Texture] = {}
+        self._uploaded = (-1, -1)  # (mesh_version, instance_version) on the GPU
+        self._targets: dict[str, moderngl.Texture] = {}
+        self._fbos: dict[tuple[str, ...], moderngl.Framebuffer] = {}
+        self._outputs: dict[tuple[str, int], np.ndarray] = {}
+        self._frame = np.zeros(FRAME_FLOATS, dtype=np.float32)
+        with self._ctx:
+            self._ubo = self._ctx.buffer(reserve=FRAME_FLOATS * 4)
+            self._white = self._ctx.texture((1, 1), 4, b"\xff\xff\xff\xff")
+            self._depth_rb = None
+        self.resize(width, height)
+
+    # -- scene ---------------------------------------------------------------------------------------------
+    def set_scene(self, meshes: dict[str, Mesh], instances: list[Instance], lights: list[Light],
+                  ambient=(0.3, 0.3, 0.3), background=(0.0, 0.0, 0.0)) -> None:
+        self._state.set_scene(meshes, instances, lights, ambient, background)
+
+    def update_instances(self, instances: list[Instance]) -> None:
+        self._state.update_instances(instances)
+
+    def resize(self, width: int, height: int) -> None:
+        width, height = int(width), int(height)
+        if width <= 0 or height <= 0:
+            raise ValueError(f"size must be positive, got {width}x{height}")
+        self.width, self.height = width, height
+        with self._ctx:
+            for fbo in self._fbos.values():
+                fbo.release()
+            for tex in self._targets.values():
+                tex.release()
+            if self._depth_rb is not None:
+                self._depth_rb.release()
+            self._fbos, self._targets, self._outputs = {}, {}, {}
+            self._depth_rb = self._ctx.depth_renderbuffer((width, height))
+            for name in MODALITIES:
+                components, dtype = _TARGET_FORMAT[name]
+                self._targets[name] = self._ctx.texture((width, height), components, dtype=dtype)
+
+    # -- frame ---------------------------------------------------------------------------------------------
+    def render(self, camera: Camera, modalities, previous_camera: Camera | None = None,
+               rgb_channels: int = 3) -> dict[str, np.ndarray]:
+        wanted = check_modalities(modalities)
+        if rgb_channels not in (3, 4):
+            raise ValueError(f"rgb_channels must be 3 or 4, got {rgb_channels}")
+        outputs = tuple(m for m in MODALITIES if m in wanted)
+        state = self._state
+        self._frame[:] = state.frame_uniforms(camera, previous_camera, self.width, self.height, "gl")
+        with self._ctx as ctx:
+            self._upload_scene()
+            self._program(outputs)  # compiled once per set of outputs
+            fbo = self._fbo(outputs)
+            fbo.use()
+            self._clear(fbo, outputs)
+            ctx.enable_only(moderngl.DEPTH_TEST | moderngl.CULL_FACE)
+            ctx.front_face = "cw"  # see transforms.py: outward faces are clockwise on screen
+            ctx.cull_face = "back"
+            self._ubo.write(self._frame)
+            self._ubo.bind_to_uniform_block(0)
+            for index, group in enumerate(state.groups):
+                if "rgb" in wanted:
+                    self._texture(group.texture).use(0)
+                self._vao(outputs, index).render(moderngl.TRIANGLES, instances=len(group.records))
+            result = {}
+            for attachment, name in enumerate(outputs):
+                result[name] = self._read(fbo, attachment, name, rgb_channels)
+        state.mark_rendered()
+        return result
+
+    def _clear(self, fbo: moderngl.Framebuffer, outputs: tuple[str, ...]) -> None:
+        # One clear sets every target to 0 and depth to 1; rgb (background) and depth (far) then get their own.
+        background = self._state.background
+        if outputs == ("rgb",):
+            fbo.clear(*background, 1.0, depth=1.0)
+            return
+        fbo.clear(0.0, 0.0, 0.0, 0.0, depth=1.0)
+        for attachment, name in enumerate(outputs):
+            if name == "rgb" and any(background):
+                value = (*background, 1.0)
+            elif name == "rgb":
+                value = (0.0, 0.0, 0.0, 1.0)
+            elif name == "depth":
+                value = (self._frame[39], 0.0, 0.0, 0.0)
+            else:
+                continue
+            masks = [(False,) * 4] * len(outputs)
+            masks[attachment] = (True,) * 4
+            fbo.color_mask = masks
+            fbo.depth_mask = False
+            fbo.clear(*value)
+            fbo.depth_mask = True
+            fbo.color_mask = [(True,) * 4] * len(outputs)
+
+    def _read(self, fbo, attachment: int, name: str, rgb_channels: int) -> np.ndarray:
+        h, w = self.height, self.width
+        key = (name, rgb_channels if name == "rgb" else 0)
+        out = self._outputs.get(key)
+        if out is None:
+            shape = {"rgb": ((h, w, rgb_channels), np.uint8), "depth": ((h, w), np.float32),
+                     "instance": ((h, w), np.uint32), "normals": ((h, w, 3), np.float32),
+                     "flow": ((h, w, 2), np.float32)}[name]
+            out = self._outputs[key] = np.zeros(*shape)
+        components = {"rgb": rgb_channels, "depth": 1, "instance": 4, "normals": 3, "flow": 2}[name]
+        dtype = "f1" if name in ("rgb", "instance") else "f4"
+        fbo.read_into(out, components=components, attachment=attachment, dtype=dtype, alignment=1)
+        return out
+
+    # -- cached GPU objects --------------------------------------------------------------------------------
+    def _program(self, outputs: tuple[str, ...]) -> moderngl.Program:
+        program = self._programs.get(outputs)
+        if program is None:
+            vertex, fragment = glsl_sources(outputs)
+            program = self._ctx.program(vertex_shader=vertex, fragment_shader=fragment)
+            program["Frame"].binding = 0
+            if "albedo_texture" in program:
+                program["albedo_texture"].value = 0
+            self._programs[outputs] = program
+        return program
+
+    def _fbo(self, outputs: tuple[str, ...]) -> moderngl.Framebuffer:
+        fbo = self._fbos.get(outputs)
+        if fbo is None:
+            fbo = self._ctx.framebuffer(color_attachments=[self._targets[m] for m in outputs],
+                                        depth_attachment=self._depth_rb)
+            self._fbos[outputs] = fbo
+        return fbo
+
+    def _texture(self, path: str | None) -> moderngl.Texture:
+        if path is None:
+            return self._white
+        tex = self._textures.get(path)
+        if tex is None:
+            pixels = load_texture_rgba(path)
+            tex = self._ctx.texture((pixels.shape[1], pixels.shape[0]), 4, pixels)
+            tex.filter = (moderngl.LINEAR, moderngl.LINEAR)
+            self._textures[path] = tex
+        return tex
+
+    def _upload_scene(self) -> None:
+        state = self._state
+        mesh_version, instance_version = self._uploaded
+        if mesh_version != state.mesh_version:
+            for vbo, ibo, _ in self._mesh_buffers.values():
+                vbo.release()
+                ibo.release()
+            self._mesh_buffers = {}
+            for key, mesh in state.meshes.items():
+                uvs = mesh.uvs if mesh.uvs is not None else np.zeros((len(mesh.vertices), 2), np.float32)
+                interleaved = np.hstack([mesh.vertices, mesh.normals, uvs]).astype(np.float32)
+                self._mesh_buffers[key] = (self._ctx.buffer(interleaved), self._ctx.buffer(mesh.indices),
+                                           mesh.indices.size)
+        if (mesh_version, instance_version) != (state.mesh_version, state.instance_version):
+            old_sizes = [b.size for b in self._group_buffers]
+            new_sizes = [g.records.nbytes for g in state.groups]
+            if mesh_version != state.mesh_version or old_sizes != new_sizes:
+                self._release_vaos()
+                for buf in self._group_buffers:
+                    buf.release()
+                self._group_buffers = [self._ctx.buffer(g.records) for g in state.groups]
+            else:
+                for buf, group in zip(self._group_buffers, state.groups, strict=True):
+                    buf.write(group.records)
+            self._uploaded = (state.mesh_version, state.instance_version)
+
+    def _release_vaos(self) -> None:
+        for vao in self._vaos.values():
+            vao.release()
+        self._vaos = {}
+
+    def _vao(self, outputs: tuple[str, ...], index: int) -> moderngl.VertexArray:
+        vao = self._vaos.get((outputs, index))
+        if vao is None:
+            program = self._programs[outputs]
+            group = self._state.groups[index]
+            vbo, ibo, _ = self._mesh_buffers[group.mesh]
+            vao = self._ctx.vertex_array(
+                program,
+                [_layout(vbo, program, _VERTEX_ATTRS, ""), _layout(self._group_buffers[index], program,
+                                                                   _INSTANCE_ATTRS, " /i")],
+                index_buffer=ibo, index_element_size=4)
+            self._vaos[(outputs, index)] = vao
+        return vao
+
+    def close(self) -> None:
+        if self._ctx is not None:
+            self._ctx.release()
+            self._ctx = None
+
+
+def _layout(buffer, program, attrs, suffix: str) -> tuple:
+    """A moderngl buffer binding; attributes the variant's shader optimised away become padding."""
+    parts, names = [], []
+    for name, fmt, size in attrs:
+        if name in program:
+            parts.append(fmt)
+            names.append(name)
+        else:
+            parts.append(f"{size}x")
+    return (buffer, " ".join(parts) + suffix, *names)
