@@ -1,0 +1,98 @@
+"""Read a dataset written by a job back as Events (numpy arrays + metadata), whatever its format."""
+
+from __future__ import annotations
+
+import json
+import os
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from unirender.jobs.encoding import decode_array
+from unirender.jobs.state import MANIFEST, METADATA, JobError
+
+
+class Dataset:
+    """A finished dataset: ``len()``, iteration as Events, ``frames(i)`` as arrays, ``records``, ``manifest``."""
+
+    def __init__(self, directory: str | os.PathLike):
+        self.root = Path(directory)
+        try:
+            self.manifest: dict[str, Any] = json.loads((self.root / MANIFEST).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise JobError(
+                f"{self.root} is not a finished dataset (no {MANIFEST}); run its job again to finish it"
+            ) from None
+        with open(self.root / METADATA, encoding="utf-8") as f:
+            self.records: list[dict[str, Any]] = [json.loads(line) for line in f if line.strip()]
+        self.format: str = self.manifest["output"]["format"]
+        self.depth16_scale: float | None = self.manifest["output"].get("depth16_scale")
+        self._archive_path: str | None = None
+        self._archive: Any = None
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __iter__(self) -> Iterator:
+        try:
+            for i in range(len(self.records)):
+                yield self.event(i)
+        finally:
+            self.close()
+
+    def event(self, i: int):
+        from unirender.protocol.event import Event
+
+        return Event.from_frames(self.records[i]["metadata"], self.frames(i))
+
+    def frames(self, i: int) -> dict[str, np.ndarray]:
+        record = self.records[i]
+        location = record["location"]
+        if self.format == "png":
+            return {
+                key: self._decode(name, (self.root / location / name).read_bytes())
+                for key, name in record["files"].items()
+            }
+        archive = self._open_archive(location)
+        if self.format == "npz":
+            return {key: archive[name] for key, name in record["files"].items()}
+        return {
+            key: self._decode(name, archive.extractfile(name).read()) for key, name in record["files"].items()
+        }
+
+    def _decode(self, name: str, data: bytes) -> np.ndarray:
+        return decode_array(name, data, depth16_scale=self.depth16_scale)
+
+    def _open_archive(self, location: str):
+        # Frames are read in order, so keeping the last shard open reads each shard once.
+        if self._archive_path != location:
+            self.close()
+            path = self.root / location
+            if self.format == "npz":
+                self._archive = np.load(path, allow_pickle=False)
+            else:
+                self._archive = tarfile.open(path, "r")
+            self._archive_path = location
+        return self._archive
+
+    def close(self) -> None:
+        if self._archive is not None:
+            self._archive.close()
+        self._archive = self._archive_path = None
+
+    def __enter__(self) -> Dataset:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def load_dataset(directory: str | os.PathLike) -> Dataset:
+    """``for event in unirender.load_dataset(dir): event.frame, event.depth_frame, event.metadata ...``"""
+    return Dataset(directory)
+
+
+__all__ = ["Dataset", "load_dataset"]

@@ -1,0 +1,127 @@
+"""Resume bookkeeping: which work units of a job are finished, kept under ``<out>/.unirender-job/``.
+
+A unit (one repeat of one episode) is finished when its record file exists; the record is written
+atomically *after* all its frames are in place. A resumed job redoes every unit without a record, rewriting
+any files a killed attempt left with the same bytes, so nothing is duplicated or torn. ``job.json`` holds the
+spec's content hash: resuming into a directory that holds a different job is refused. A ``flock`` keeps two
+runs from writing one directory at the same time (the kernel drops it when a run dies, even by SIGKILL).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from unirender.errors import UnirenderError
+from unirender.jobs.atomic import sweep_temp_files, write_atomic
+from unirender.jobs.encoding import dumps_json
+from unirender.jobs.writers import FRAMES_DIR, SHARDS_DIR
+from unirender.spec.models import JobSpec
+
+STATE_DIR = ".unirender-job"
+MANIFEST = "manifest.json"
+METADATA = "metadata.jsonl"
+CONTACT_SHEET = "contact_sheet.png"
+# What a job owns in its output directory; --no-resume removes exactly these, nothing else.
+OWNED_PATHS = (STATE_DIR, FRAMES_DIR, SHARDS_DIR, MANIFEST, METADATA, CONTACT_SHEET)
+
+
+class JobError(UnirenderError):
+    """A job could not run or finish; the message says which episode failed and why."""
+
+
+class JobState:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.dir = self.root / STATE_DIR
+        self._lock_fd: int | None = None
+
+    @classmethod
+    def open(cls, root: str | os.PathLike, spec: JobSpec, *, resume: bool = True) -> JobState:
+        """Claim ``root`` for ``spec``: lock it, check (or reset) what a previous run left, sweep temporaries."""
+        state = cls(Path(root))
+        state.root.mkdir(parents=True, exist_ok=True)
+        state._lock()
+        try:
+            saved = state.saved_job()
+            if saved is not None and not resume:
+                state.clear()
+                saved = None
+            if saved is not None and saved.get("spec_hash") != spec.content_hash():
+                raise JobError(
+                    f"{state.root} holds a different job (spec hash {str(saved.get('spec_hash'))[:12]}, this "
+                    f"spec {spec.content_hash()[:12]}); use another output directory, or --no-resume to "
+                    "start over there"
+                )
+            sweep_temp_files(state.root)
+            if saved is None:
+                state.dir.mkdir(parents=True, exist_ok=True)
+                write_atomic(
+                    state.dir / "job.json",
+                    dumps_json({"spec_hash": spec.content_hash(), "spec": spec.model_dump(mode="json")}).encode(),
+                )
+            (state.dir / "units").mkdir(exist_ok=True)
+        except BaseException:
+            state.close()
+            raise
+        return state
+
+    def _lock(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.dir / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise JobError(f"{self.root} is in use by another running job") from None
+        self._lock_fd = fd
+
+    def close(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def __enter__(self) -> JobState:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def saved_job(self) -> dict[str, Any] | None:
+        try:
+            return json.loads((self.dir / "job.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def clear(self) -> None:
+        """Remove everything a job writes (and only that); the lock stays held."""
+        for name in OWNED_PATHS:
+            path = self.root / name
+            if name == STATE_DIR:
+                for child in path.iterdir() if path.is_dir() else ():
+                    if child.name != "lock":
+                        shutil.rmtree(child) if child.is_dir() else child.unlink()
+            elif path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
+
+    def unit_path(self, unit_id: str) -> Path:
+        return self.dir / "units" / f"{unit_id}.json"
+
+    def finished_units(self) -> dict[str, dict[str, Any]]:
+        """unit id -> its record (``frames``: the frame records, ``timings``)."""
+        done = {}
+        for path in sorted((self.dir / "units").glob("*.json")):
+            try:
+                done[path.stem] = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue  # cannot happen with atomic writes; treat as unfinished if it does
+        return done
+
+    def mark_finished(self, unit_id: str, record: dict[str, Any]) -> None:
+        write_atomic(self.unit_path(unit_id), dumps_json(record).encode())

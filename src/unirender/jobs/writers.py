@@ -1,0 +1,203 @@
+"""Dataset writers: one episode at a time, in one of three layouts.
+
+* ``png``: ``frames/<unit>/<index>.<key>.<ext>``, one file per image (PNG, or ``.npy`` for float arrays).
+* ``npz``: ``shards/<unit>-<k>.npz`` holding ``<index>.<key>`` arrays (stored raw, or deflated).
+* ``webdataset``: ``shards/<unit>-<k>.tar`` with members ``<unit>_<index>.<key>.<ext>`` + ``.json`` metadata.
+
+Every file appears atomically (see :mod:`unirender.jobs.atomic`); shards are assembled under a temporary name
+and renamed when full or when the episode ends. Archive member timestamps and owners are fixed, so the same
+frames give the same bytes. Each ``add`` returns nothing; ``finish`` returns one record per frame
+(``index``, ``location``, ``files`` = frame key -> file/member name, ``metadata``) for ``metadata.jsonl``.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tarfile
+import zipfile
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from unirender.jobs.atomic import temp_path_for, write_atomic
+from unirender.jobs.encoding import DEPTH16_SCALE, dumps_json, encode_array
+from unirender.spec.models import OutputSpec
+
+FRAMES_DIR = "frames"
+SHARDS_DIR = "shards"
+_FIXED_ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+
+
+def safe_name(key: str) -> str:
+    """A frame key as a file-name part: letters, digits, ``_`` and ``-`` only."""
+    return re.sub(r"[^A-Za-z0-9_\-]", "-", key)
+
+
+def depth16_scale(output: OutputSpec, depth_format: str) -> float | None:
+    return DEPTH16_SCALE[depth_format] if output.depth_encoding == "png16" else None
+
+
+class EpisodeWriter(ABC):
+    def __init__(self, root: Path, unit_id: str, output: OutputSpec, depth_format: str = "Meters"):
+        self.root = Path(root)
+        self.unit_id = unit_id
+        self.output = output
+        self.depth16_scale = depth16_scale(output, depth_format)
+        self.records: list[dict[str, Any]] = []
+
+    def _encode(self, key: str, array: np.ndarray, prefer_png: bool) -> tuple[str, bytes]:
+        return encode_array(
+            key,
+            array,
+            prefer_png=prefer_png,
+            depth16_scale=self.depth16_scale,
+            png_compress_level=self.output.png_compress_level,
+        )
+
+    @abstractmethod
+    def add(self, index: int, frames: dict[str, np.ndarray], metadata: dict[str, Any]) -> None: ...
+
+    def finish(self) -> list[dict[str, Any]]:
+        """Make every file final; the episode's frame records."""
+        return self.records
+
+    def discard(self) -> None:
+        """Drop unfinished temporaries (finished files stay: a redo rewrites them with the same bytes)."""
+        return None
+
+
+class PngEpisodeWriter(EpisodeWriter):
+    def add(self, index, frames, metadata):
+        rel_dir = f"{FRAMES_DIR}/{self.unit_id}"
+        files = {}
+        for key, array in frames.items():
+            ext, data = self._encode(key, array, prefer_png=True)
+            name = f"{index:06d}.{safe_name(key)}.{ext}"
+            write_atomic(self.root / rel_dir / name, data)
+            files[key] = name
+        self.records.append({"index": index, "location": rel_dir, "files": files, "metadata": metadata})
+
+
+class _ShardedEpisodeWriter(EpisodeWriter):
+    suffix = ""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._shard_no = 0
+        self._in_shard = 0
+        self._path: Path | None = None
+        self._tmp: Path | None = None
+
+    def _location(self) -> str:
+        return f"{SHARDS_DIR}/{self.unit_id}-{self._shard_no:04d}.{self.suffix}"
+
+    def add(self, index, frames, metadata):
+        if self._tmp is None:
+            self._path = self.root / self._location()
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            self._tmp = temp_path_for(self._path)
+            self._open(self._tmp)
+        files = self._write_frame(index, frames, metadata)
+        self.records.append({"index": index, "location": self._location(), "files": files, "metadata": metadata})
+        self._in_shard += 1
+        if self._in_shard >= self.output.frames_per_shard:
+            self._seal()
+
+    def _seal(self) -> None:
+        if self._tmp is None:
+            return
+        self._close()
+        self._tmp.replace(self._path)
+        self._tmp = self._path = None
+        self._shard_no += 1
+        self._in_shard = 0
+
+    def finish(self):
+        self._seal()
+        return self.records
+
+    def discard(self):
+        if self._tmp is not None:
+            try:
+                self._close()
+            finally:
+                self._tmp.unlink(missing_ok=True)
+                self._tmp = None
+
+    @abstractmethod
+    def _open(self, path: Path) -> None: ...
+
+    @abstractmethod
+    def _close(self) -> None: ...
+
+    @abstractmethod
+    def _write_frame(self, index, frames, metadata) -> dict[str, str]: ...
+
+
+class NpzEpisodeWriter(_ShardedEpisodeWriter):
+    """``numpy.load`` reads the shards; arrays are written straight into the archive (no temp copies)."""
+
+    suffix = "npz"
+
+    def _open(self, path):
+        method = zipfile.ZIP_DEFLATED if self.output.compress else zipfile.ZIP_STORED
+        self._zip = zipfile.ZipFile(path, "w", compression=method, allowZip64=True)
+
+    def _close(self):
+        self._zip.close()
+
+    def _write_frame(self, index, frames, metadata):
+        files = {}
+        for key, array in frames.items():
+            name = f"{index:06d}.{safe_name(key)}"
+            info = zipfile.ZipInfo(name + ".npy", date_time=_FIXED_ZIP_TIME)
+            info.compress_type = self._zip.compression
+            info.external_attr = 0o644 << 16
+            with self._zip.open(info, "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asarray(array), allow_pickle=False)
+            files[key] = name
+        return files
+
+
+class WebDatasetEpisodeWriter(_ShardedEpisodeWriter):
+    """Tar shards in the WebDataset convention: a sample is every member sharing the ``<unit>_<index>`` key."""
+
+    suffix = "tar"
+
+    def _open(self, path):
+        self._tar = tarfile.open(path, "w", format=tarfile.PAX_FORMAT)
+
+    def _close(self):
+        self._tar.close()
+
+    def _add_member(self, name: str, data: bytes) -> None:
+        info = tarfile.TarInfo(name)
+        info.size = len(data)
+        info.mtime = 0
+        info.mode = 0o644
+        self._tar.addfile(info, io.BytesIO(data))
+
+    def _write_frame(self, index, frames, metadata):
+        sample = f"{self.unit_id}_{index:06d}"
+        files = {}
+        for key, array in frames.items():
+            ext, data = self._encode(key, array, prefer_png=True)
+            name = f"{sample}.{safe_name(key)}.{ext}"
+            self._add_member(name, data)
+            files[key] = name
+        self._add_member(f"{sample}.json", dumps_json(metadata).encode())
+        return files
+
+
+WRITERS: dict[str, type[EpisodeWriter]] = {
+    "png": PngEpisodeWriter,
+    "npz": NpzEpisodeWriter,
+    "webdataset": WebDatasetEpisodeWriter,
+}
+
+
+def open_episode_writer(root: Path, unit_id: str, output: OutputSpec, depth_format: str) -> EpisodeWriter:
+    return WRITERS[output.format](root, unit_id, output, depth_format)
