@@ -1,0 +1,290 @@
+"""Python client of the render service: remote sessions with the local Controller's step/reset/stop and Event.
+
+    from unirender.client import Client
+    client = Client("http://127.0.0.1:8200", token="s3cret")
+    with client.session({"width": 300, "height": 300}, scene="FloorPlan1") as env:   # instead of Controller(...)
+        event = env.step("RotateRight")
+        event.frame, event.depth_frame, event.metadata["agent"]
+
+Frames travel as msgpack (raw arrays with shape and dtype) over one keep-alive connection per thread.
+Errors come back as the library's own exceptions (``ActionError``, ``PlayerCrashedError``, ``RestartError``,
+``SpecError``, ...) with ``.status`` and ``.code`` from the service, or as :class:`ServiceError`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import requests
+
+from unirender.errors import (
+    ActionError,
+    PlatformError,
+    PlayerCrashedError,
+    PlayerTimeoutError,
+    RestartError,
+    SpecError,
+    UnirenderError,
+)
+from unirender.service import wire
+
+DEFAULT_URL = "http://127.0.0.1:8200"
+FORMATS = {"msgpack": wire.MSGPACK, "json": wire.JSON, "multipart": wire.MULTIPART}
+
+
+class ServiceError(UnirenderError):
+    """An error response from the service: HTTP ``status``, stable ``code``, ``details``."""
+
+    def __init__(self, message: str, *, status: int, code: str, details: dict | None = None):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.details = details or {}
+
+
+def _error_from_response(resp: requests.Response) -> Exception:
+    try:
+        err = resp.json()["error"]
+        code, message = str(err["code"]), str(err["message"])
+    except Exception:
+        code, message, err = "http_error", f"HTTP {resp.status_code}: {resp.text[:200]}", {}
+    details = {k: v for k, v in err.items() if k not in ("code", "message")}
+    exc: Exception
+    if code == "invalid_action":
+        exc = ActionError(message, error_code=details.get("error_code"))
+    elif code == "player_restarted":
+        exc = RestartError(message)
+    elif code in ("player_crashed", "session_lost"):
+        exc = PlayerCrashedError(message, returncode=details.get("returncode"), signal_name=details.get("signal"))
+    elif code == "player_timeout":
+        exc = PlayerTimeoutError(message)
+    elif code == "invalid_spec":
+        exc = SpecError(message, [(e.get("path", ""), e.get("message", "")) for e in details.get("errors", [])])
+    elif code == "platform_unavailable":
+        exc = PlatformError(message)
+    else:
+        exc = ServiceError(f"{code}: {message}", status=resp.status_code, code=code, details=details)
+    exc.status, exc.code = resp.status_code, code  # type: ignore[attr-defined]
+    return exc
+
+
+def _event_from_document(doc: dict):
+    from unirender.protocol.event import Event
+
+    return Event.from_frames(doc["metadata"], doc.get("frames") or {})
+
+
+class Client:
+    """A connection to one render service. Thread-safe: each thread gets its own keep-alive connection."""
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        token: str | None = None,
+        *,
+        format: str = "msgpack",
+        timeout: float = 600.0,
+    ):
+        if format not in FORMATS:
+            raise ValueError(f"format must be one of {sorted(FORMATS)}, not {format!r}")
+        self.url = url.rstrip("/")
+        self.token = token if token is not None else os.environ.get("UNIRENDER_TOKEN")
+        self.accept = FORMATS[format]
+        self.timeout = timeout
+        self._local = threading.local()
+        self._http_sessions: list[requests.Session] = []
+        self._lock = threading.Lock()
+
+    # -- transport ---------------------------------------------------------------------------------------
+    @property
+    def _http(self) -> requests.Session:
+        s = getattr(self._local, "http", None)
+        if s is None:
+            s = self._local.http = requests.Session()
+            if self.token:
+                s.headers["Authorization"] = f"Bearer {self.token}"
+            with self._lock:
+                self._http_sessions.append(s)
+        return s
+
+    def request(self, method: str, path: str, body: Any = None, *, accept: str | None = None,
+                params: Mapping | None = None) -> requests.Response:
+        headers = {"Accept": accept or wire.JSON}
+        data = None
+        if body is not None:
+            headers["Content-Type"], data = wire.encode_request_body(body)
+        resp = self._http.request(method, self.url + path, data=data, headers=headers, params=params,
+                                  timeout=self.timeout)
+        if resp.status_code >= 400:
+            raise _error_from_response(resp)
+        return resp
+
+    def _json(self, method: str, path: str, body: Any = None) -> Any:
+        resp = self.request(method, path, body)
+        return resp.json() if resp.content else None
+
+    def _document(self, method: str, path: str, body: Any, params: Mapping | None = None) -> dict:
+        resp = self.request(method, path, body, accept=self.accept, params=params)
+        return wire.decode_document(resp.headers.get("Content-Type"), resp.content)
+
+    def close(self) -> None:
+        with self._lock:
+            sessions, self._http_sessions = self._http_sessions, []
+        for s in sessions:
+            s.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- service -----------------------------------------------------------------------------------------
+    def health(self) -> dict:
+        return self._json("GET", "/healthz")
+
+    def platforms(self) -> dict:
+        return self._json("GET", "/v1/platforms")
+
+    def sessions(self) -> list[dict]:
+        return self._json("GET", "/v1/sessions")["sessions"]
+
+    def session(
+        self,
+        environment: Any = None,
+        *,
+        render: Any = None,
+        scene: str | None = None,
+        auto_restart: bool = False,
+        modalities: list[str] | None = None,
+    ) -> RemoteSession:
+        """Start a remote player. ``environment``: an ``EnvironmentSpec``, a mapping, or a spec file path
+        (a job file works: its ``environment`` is used). ``render``: a ``RenderSpec`` or mapping (modalities).
+        ``modalities``: which frames each step returns (default all the event has)."""
+        body: dict[str, Any] = {"environment": _environment_dict(environment), "auto_restart": auto_restart}
+        if render is not None:
+            body["render"] = render.model_dump(mode="json") if hasattr(render, "model_dump") else dict(render)
+        if scene is not None:
+            body["scene"] = scene
+        info = self._json("POST", "/v1/sessions", body)
+        return RemoteSession(self, info, modalities)
+
+    def render(self, episode: Mapping, *, environment: Any = None, render: Any = None) -> list:
+        """One-shot render of an episode (scene + actions or poses) -> list of Events."""
+        body: dict[str, Any] = {"environment": _environment_dict(environment), "episode": dict(episode)}
+        if render is not None:
+            body["render"] = render.model_dump(mode="json") if hasattr(render, "model_dump") else dict(render)
+        doc = self._document("POST", "/v1/render", body)
+        return [_event_from_document(d) for d in doc["events"]]
+
+    def submit_job(self, spec: Any) -> RemoteJob:
+        """Submit a job spec (``JobSpec``, mapping or file path); ``output.directory`` is under the data root."""
+        if hasattr(spec, "model_dump"):
+            data = spec.model_dump(mode="json")
+        elif isinstance(spec, Mapping):
+            data = dict(spec)
+        else:
+            from unirender.spec import read_document
+
+            data = read_document(spec)
+        return RemoteJob(self, self._json("POST", "/v1/jobs", data))
+
+
+def _environment_dict(environment: Any) -> dict:
+    if environment is None:
+        return {}
+    if hasattr(environment, "model_dump"):
+        return environment.model_dump(mode="json")
+    if isinstance(environment, Mapping):
+        return dict(environment.get("environment", environment))
+    from unirender.spec import load_environment
+
+    return load_environment(environment).model_dump(mode="json")
+
+
+class RemoteSession:
+    """A session on the service with the local Controller's ``step``/``reset``/``stop`` and ``last_event``."""
+
+    def __init__(self, client: Client, info: dict, modalities: list[str] | None = None):
+        self.client = client
+        self.id: str = info["id"]
+        self.info_at_start = info
+        self.last_event = None
+        self._params = {"modalities": ",".join(modalities) or "none"} if modalities is not None else None
+        self._stopped = False
+
+    @property
+    def platform(self) -> str | None:
+        return self.info_at_start.get("platform")
+
+    def info(self) -> dict:
+        return self.client._json("GET", f"/v1/sessions/{self.id}")
+
+    def step(self, action: dict | str | None = None, **kwargs: Any):
+        from unirender.cluster.base import normalize_action
+
+        doc = self.client._document("POST", f"/v1/sessions/{self.id}/step", normalize_action(action, kwargs),
+                                    params=self._params)
+        self.last_event = _event_from_document(doc)
+        return self.last_event
+
+    def reset(self, scene: str | None = None, **initialize_params: Any):
+        body = dict(initialize_params)
+        if scene is not None:
+            body["scene"] = scene
+        doc = self.client._document("POST", f"/v1/sessions/{self.id}/reset", body, params=self._params)
+        self.last_event = _event_from_document(doc)
+        return self.last_event
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        try:
+            self.client.request("DELETE", f"/v1/sessions/{self.id}")
+        except ServiceError as exc:
+            if exc.status not in (404, 410):  # already gone: fine
+                raise
+
+    def __enter__(self) -> RemoteSession:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+class RemoteJob:
+    def __init__(self, client: Client, info: dict):
+        self.client = client
+        self.id: str = info["id"]
+        self.last_status = info
+
+    def status(self) -> dict:
+        self.last_status = self.client._json("GET", f"/v1/jobs/{self.id}")
+        return self.last_status
+
+    def wait(self, timeout: float | None = None, *, poll: float = 0.5,
+             progress: Callable[[dict], None] | None = None) -> dict:
+        """Poll until the job ends; ``progress(dict)`` is called whenever its progress changes."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        seen = None
+        while True:
+            status = self.status()
+            if progress is not None and status.get("progress") != seen:
+                seen = status.get("progress")
+                progress(seen)
+            if status["state"] in ("succeeded", "failed", "cancelled"):
+                return status
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(f"job {self.id} still {status['state']} after {timeout} s")
+            time.sleep(poll)
+
+    def cancel(self) -> dict:
+        return self.client._json("DELETE", f"/v1/jobs/{self.id}")
+
+    def manifest(self) -> dict:
+        return self.client._json("GET", f"/v1/jobs/{self.id}/manifest")

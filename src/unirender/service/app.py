@@ -1,0 +1,415 @@
+"""The render service as one WSGI application: ``/v1/*`` for clients, ``/train`` + ``/ping`` for players.
+
+``create_app(config)`` builds it; any WSGI server can run it, as long as it is ONE process (sessions and the
+players' long polls live in its memory) with a thread pool (see docs/service.md and ``server.py``).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import threading
+import time
+from typing import Any
+
+from werkzeug.exceptions import HTTPException
+from werkzeug.routing import Map, Rule
+from werkzeug.wrappers import Request, Response
+
+from unirender.service import wire
+from unirender.service.config import ANONYMOUS, ServiceConfig
+from unirender.service.errors import ApiError, from_http_exception, from_unirender_error
+from unirender.service.jobs import JobManager
+from unirender.service.limits import PlayerSlots
+from unirender.service.metrics import ServiceMetrics
+from unirender.service.models import RenderRequest, ResetBody, SessionCreate, validate_body
+from unirender.service.paths import owner_dir, resolve_output_dir
+from unirender.service.sessions import IdleReaper, SessionRegistry
+from unirender.spec import JobSpec
+
+log = logging.getLogger(__name__)
+
+# Frames one /v1/render may return: bigger renders are jobs.
+MAX_RENDER_FRAMES = 256
+
+URLS = Map(
+    [
+        Rule("/healthz", endpoint="healthz", methods=["GET"]),
+        Rule("/readyz", endpoint="readyz", methods=["GET"]),
+        Rule("/metrics", endpoint="metrics", methods=["GET"]),
+        Rule("/openapi.json", endpoint="openapi", methods=["GET"]),
+        Rule("/docs", endpoint="docs", methods=["GET"]),
+        Rule("/v1/platforms", endpoint="platforms", methods=["GET"]),
+        Rule("/v1/sessions", endpoint="list_sessions", methods=["GET"]),
+        Rule("/v1/sessions", endpoint="create_session", methods=["POST"]),
+        Rule("/v1/sessions/<session_id>", endpoint="get_session", methods=["GET"]),
+        Rule("/v1/sessions/<session_id>", endpoint="delete_session", methods=["DELETE"]),
+        Rule("/v1/sessions/<session_id>/step", endpoint="step", methods=["POST"]),
+        Rule("/v1/sessions/<session_id>/reset", endpoint="reset", methods=["POST"]),
+        Rule("/v1/render", endpoint="render", methods=["POST"]),
+        Rule("/v1/jobs", endpoint="list_jobs", methods=["GET"]),
+        Rule("/v1/jobs", endpoint="submit_job", methods=["POST"]),
+        Rule("/v1/jobs/<job_id>", endpoint="get_job", methods=["GET"]),
+        Rule("/v1/jobs/<job_id>", endpoint="cancel_job", methods=["DELETE"]),
+        Rule("/v1/jobs/<job_id>/manifest", endpoint="job_manifest", methods=["GET"]),
+    ],
+    strict_slashes=False,
+)
+PUBLIC = {"healthz", "readyz", "metrics", "openapi", "docs"}
+PLAYER_PATHS = ("/train", "/ping")
+
+
+def _parse_modalities(request: Request) -> list[str] | None:
+    """``?modalities=rgb,depth`` -> ["rgb", "depth"]; ``none`` -> []; absent -> None (format default)."""
+    raw = request.args.get("modalities")
+    if raw is None:
+        return None
+    names = [m.strip() for m in raw.split(",") if m.strip()]
+    return [] if names == ["none"] else names
+
+
+def event_document(event: Any, modalities: list[str] | None) -> dict:
+    """An Event -> {"metadata", "frames"}; ``modalities`` None means every decoded modality."""
+    frames = event.frames()
+    if modalities is not None:
+        unknown = sorted(set(modalities) - set(frames))
+        if unknown:
+            raise ApiError(
+                400, "unknown_modality",
+                f"modalities {unknown} are not in this event; it has {sorted(frames)}",
+            )
+        frames = {k: frames[k] for k in modalities}
+    return {"metadata": event.metadata, "frames": frames}
+
+
+class ServiceApp:
+    """The WSGI callable. ``start()`` starts background work (idle reaper); ``shutdown()`` drains and stops."""
+
+    def __init__(self, config: ServiceConfig, *, backend=None, player_hub=None):
+        self.config = config
+        self.metrics = ServiceMetrics()
+        self.slots = PlayerSlots(config.limits.total_players)
+        if backend is None:
+            from unirender.cluster import create_backend
+
+            backend = create_backend(config.backend)
+        self.backend = backend
+        self.hub = player_hub
+        self.sessions = SessionRegistry(
+            backend,
+            slots=self.slots,
+            metrics=self.metrics,
+            sessions_per_token=config.limits.sessions_per_token,
+            steps_per_second=config.limits.steps_per_second,
+            idle_timeout_s=config.idle_timeout_s,
+        )
+        self.jobs = JobManager(slots=self.slots, metrics=self.metrics, jobs_per_token=config.limits.jobs_per_token)
+        self.reaper = IdleReaper(self.sessions, config.reap_interval_s)
+        self._tokens = {token: name for name, token in config.tokens.items()}
+        self._draining = False
+        self._in_flight = 0
+        self._in_flight_cv = threading.Condition()
+        self._started = False
+        self._openapi: bytes | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+    def start(self) -> ServiceApp:
+        if not self._started:
+            self._started = True
+            self.reaper.start()
+        return self
+
+    @property
+    def draining(self) -> bool:
+        return self._draining
+
+    def shutdown(self, timeout: float = 30.0) -> None:
+        """Refuse new API requests, fail in-flight steps by stopping every player, wait for in-flight requests."""
+        self._draining = True
+        self.reaper.stop()
+        self.jobs.cancel_all(wait=min(10.0, timeout))
+        self.sessions.stop_all("the service is shutting down")
+        deadline = time.monotonic() + timeout
+        with self._in_flight_cv:
+            while self._in_flight and time.monotonic() < deadline:
+                self._in_flight_cv.wait(0.1)
+        try:
+            self.backend.close()
+        except Exception:
+            log.exception("closing the session backend")
+        if self.hub is not None and hasattr(self.hub, "close"):
+            try:
+                self.hub.close()
+            except Exception:
+                log.exception("closing the player hub")
+
+    # -- WSGI --------------------------------------------------------------------------------------------
+    def __call__(self, environ, start_response):
+        path = environ.get("PATH_INFO", "")
+        if path in PLAYER_PATHS:
+            if self.hub is None:
+                return ApiError(404, "not_found", "this service has no player hub")(environ, start_response)
+            return self.hub.wsgi_app(environ, start_response)
+        with self._in_flight_cv:
+            self._in_flight += 1
+        try:
+            response = self._dispatch(Request(environ))
+            return response(environ, start_response)
+        finally:
+            with self._in_flight_cv:
+                self._in_flight -= 1
+                self._in_flight_cv.notify_all()
+
+    def _dispatch(self, request: Request) -> Response:
+        adapter = URLS.bind_to_environ(request.environ)
+        endpoint = "unmatched"
+        try:
+            endpoint, args = adapter.match()
+            if self._draining and endpoint not in ("healthz", "metrics"):
+                raise ApiError(503, "shutting_down", "the service is shutting down", headers={"Retry-After": "5"})
+            owner = None if endpoint in PUBLIC else self._authenticate(request)
+            response = getattr(self, "ep_" + endpoint)(request, owner, **args)
+        except ApiError as exc:
+            response = exc.response()
+        except HTTPException as exc:
+            response = from_http_exception(exc).response()
+        except wire.WireError as exc:
+            response = ApiError(400, "malformed_body", str(exc)).response()
+        except Exception as exc:  # noqa: BLE001 - every error leaves as JSON, never a traceback page
+            err = from_unirender_error(exc)
+            if err.status >= 500:
+                log.exception("%s %s failed", request.method, request.path)
+            response = err.response()
+        self.metrics.requests.labels(endpoint, str(response.status_code)).inc()
+        return response
+
+    # -- helpers -----------------------------------------------------------------------------------------
+    def _authenticate(self, request: Request) -> str:
+        if not self.config.auth_enabled:
+            return ANONYMOUS
+        header = request.headers.get("Authorization", "")
+        scheme, _, token = header.partition(" ")
+        if not header:
+            raise ApiError(401, "missing_token", "send 'Authorization: Bearer <token>'",
+                           headers={"WWW-Authenticate": 'Bearer realm="unirender"'})
+        if scheme.lower() != "bearer" or not token.strip():
+            raise ApiError(401, "invalid_token", "the Authorization header must be 'Bearer <token>'",
+                           headers={"WWW-Authenticate": 'Bearer realm="unirender"'})
+        token = token.strip()
+        for known, name in self._tokens.items():  # constant-time compare against each configured token
+            if hmac.compare_digest(known.encode(), token.encode()):
+                return name
+        # Player tokens (the hub's) are never in this table, so a player cannot use the client API.
+        raise ApiError(401, "invalid_token", "unknown token",
+                       headers={"WWW-Authenticate": 'Bearer realm="unirender", error="invalid_token"'})
+
+    def _body(self, request: Request) -> dict:
+        limit = self.config.limits.body_bytes
+        if request.content_length is not None and request.content_length > limit:
+            raise ApiError(413, "body_too_large", f"request body of {request.content_length} bytes exceeds "
+                           f"the limit of {limit} bytes")
+        request.max_content_length = limit
+        return wire.decode_request_body(request.headers.get("Content-Type"), request.get_data(cache=True))
+
+    def _format(self, request: Request) -> str:
+        fmt = wire.negotiate(request.headers.get("Accept"))
+        if fmt is None:
+            raise ApiError(406, "not_acceptable", f"Accept one of {', '.join(wire.FORMATS)}")
+        return fmt
+
+    def _json(self, doc: Any, status: int = 200) -> Response:
+        body = json.dumps(doc, default=wire._json_default)
+        self.metrics.bytes_out.labels("json").inc(len(body))
+        return Response(body, status=status, mimetype="application/json")
+
+    def _encoded(self, doc: dict, fmt: str) -> Response:
+        content_type, body = wire.encode_document(doc, fmt)
+        size = len(body) if isinstance(body, bytes) else sum(len(c) for c in body)
+        self.metrics.bytes_out.labels(fmt.split("/")[-1]).inc(size)
+        resp = Response(body, content_type=content_type)
+        resp.headers["Content-Length"] = str(size)
+        return resp
+
+    def _check_environment(self, env) -> None:
+        if env.executable not in self.config.allowed_executables:
+            raise ApiError(403, "executable_not_allowed",
+                           f"executable {env.executable!r} is not allowed here; allowed: "
+                           f"{self.config.allowed_executables}")
+        pixels = env.width * env.height
+        if pixels > self.config.limits.pixels:
+            raise ApiError(422, "resolution_too_large",
+                           f"{env.width}x{env.height} = {pixels} pixels exceeds the limit of "
+                           f"{self.config.limits.pixels}", path="environment.width")
+
+    def _controller_kwargs(self, env, render, scene: str | None) -> dict:
+        kwargs = env.controller_kwargs(render)
+        if scene:
+            kwargs["scene"] = scene
+        if env.transport == "wsgi":
+            if self.hub is None:
+                raise ApiError(503, "transport_unavailable", "this service cannot serve WSGI players")
+            kwargs["player_hub"] = self.hub
+        return kwargs
+
+    # -- public endpoints --------------------------------------------------------------------------------
+    def ep_healthz(self, request, owner):
+        return self._json({"status": "ok"})
+
+    def ep_readyz(self, request, owner):
+        if self._draining:
+            raise ApiError(503, "shutting_down", "the service is shutting down")
+        return self._json({"status": "ready", "sessions": self.sessions.count(),
+                           "players": self.slots.used, "player_slots": self.slots.total})
+
+    def ep_metrics(self, request, owner):
+        return Response(self.metrics.render(), content_type=self.metrics.content_type)
+
+    def ep_openapi(self, request, owner):
+        if self._openapi is None:
+            from unirender.service.openapi import openapi_document
+
+            self._openapi = json.dumps(openapi_document(self.config)).encode()
+        return Response(self._openapi, mimetype="application/json")
+
+    def ep_docs(self, request, owner):
+        from unirender.service.openapi import docs_page
+
+        return Response(docs_page(), mimetype="text/html")
+
+    # -- platforms ---------------------------------------------------------------------------------------
+    def ep_platforms(self, request, owner):
+        from unirender.service.platforms import doctor_report
+
+        return self._json(doctor_report())
+
+    # -- sessions ----------------------------------------------------------------------------------------
+    def ep_list_sessions(self, request, owner):
+        return self._json({"sessions": [s.describe() for s in self.sessions.list(owner)]})
+
+    def ep_create_session(self, request, owner):
+        body = validate_body(SessionCreate, self._body(request))
+        self._check_environment(body.environment)
+        kwargs = self._controller_kwargs(body.environment, body.render, body.scene)
+        entry = self.sessions.create(
+            owner, kwargs, body.model_dump(mode="json"), auto_restart=body.auto_restart
+        )
+        try:
+            for camera in body.render.cameras:  # cameras vanish on reset; docs/service.md says so
+                entry.session.step(camera.add_action())
+        except Exception:
+            self.sessions.delete(owner, entry.id, "its cameras could not be added")
+            raise
+        resp = self._json(entry.describe(), status=201)
+        resp.headers["Location"] = f"/v1/sessions/{entry.id}"
+        return resp
+
+    def ep_get_session(self, request, owner, session_id):
+        return self._json(self.sessions.get(owner, session_id).describe())
+
+    def ep_delete_session(self, request, owner, session_id):
+        self.sessions.delete(owner, session_id)
+        return Response(status=204)
+
+    def ep_step(self, request, owner, session_id):
+        fmt = self._format(request)
+        modalities = _parse_modalities(request)
+        action = self._body(request)
+        if not isinstance(action.get("action"), str) or not action["action"]:
+            raise ApiError(400, "invalid_action", "the body must be an action object with an 'action' name, "
+                           'e.g. {"action": "RotateRight", "degrees": 90}')
+        event = self.sessions.step(owner, session_id, action)
+        return self._event_response(event, fmt, modalities)
+
+    def ep_reset(self, request, owner, session_id):
+        fmt = self._format(request)
+        modalities = _parse_modalities(request)
+        body = validate_body(ResetBody, self._body(request)).model_dump()
+        scene = body.pop("scene", None)
+        event = self.sessions.reset(owner, session_id, scene, body)
+        return self._event_response(event, fmt, modalities)
+
+    def _event_response(self, event, fmt: str, modalities: list[str] | None) -> Response:
+        if fmt == wire.JSON and modalities is None:
+            modalities = []  # JSON carries frames only on request (?modalities=rgb,...)
+        return self._encoded(event_document(event, modalities), fmt)
+
+    # -- one-shot render ---------------------------------------------------------------------------------
+    def ep_render(self, request, owner):
+        fmt = self._format(request)
+        body = validate_body(RenderRequest, self._body(request))
+        self._check_environment(body.environment)
+        episode = body.episode
+        if episode.generator is not None:
+            raise ApiError(422, "generator_needs_job", "pose generators run as jobs (POST /v1/jobs); "
+                           "/v1/render takes 'actions' or 'poses'", path="episode.generator")
+        actions = episode.action_dicts() if episode.actions is not None else [
+            p.teleport_action() for p in episode.poses
+        ]
+        frames_each = len(actions) + (1 if episode.actions is not None else 0)
+        if frames_each * episode.repeat > MAX_RENDER_FRAMES:
+            raise ApiError(422, "render_too_large", f"{frames_each * episode.repeat} frames exceed the "
+                           f"one-shot limit of {MAX_RENDER_FRAMES}; submit a job instead")
+        modalities = list(body.render.modalities)
+        kwargs = self._controller_kwargs(body.environment, body.render, episode.scene)
+        entry = self.sessions.create(owner, kwargs, body.model_dump(mode="json"), auto_restart=False)
+        docs = []
+        try:
+            for _ in range(episode.repeat):
+                event = entry.session.reset(episode.scene)
+                for camera in body.render.cameras:
+                    event = entry.session.step(camera.add_action())
+                if episode.actions is not None:
+                    docs.append(event_document(event, _present(event, modalities)))
+                for action in actions:
+                    event = entry.session.step(action)
+                    docs.append(event_document(event, _present(event, modalities)))
+        finally:
+            try:
+                self.sessions.delete(owner, entry.id, "one-shot render finished")
+            except ApiError:
+                pass
+        return self._encoded({"events": docs}, fmt)
+
+    # -- jobs --------------------------------------------------------------------------------------------
+    def ep_list_jobs(self, request, owner):
+        return self._json({"jobs": [j.describe() for j in self.jobs.list(owner)]})
+
+    def ep_submit_job(self, request, owner):
+        from unirender.spec import load_spec
+
+        spec: JobSpec = load_spec(self._body(request))
+        self._check_environment(spec.environment)
+        out = resolve_output_dir(self.config.data_root, owner, spec.output.directory)
+        job = self.jobs.submit(owner, spec, out)
+        resp = self._json(job.describe(), status=202)
+        resp.headers["Location"] = f"/v1/jobs/{job.id}"
+        return resp
+
+    def ep_get_job(self, request, owner, job_id):
+        return self._json(self.jobs.get(owner, job_id).describe())
+
+    def ep_cancel_job(self, request, owner, job_id):
+        return self._json(self.jobs.cancel(owner, job_id).describe(), status=202)
+
+    def ep_job_manifest(self, request, owner, job_id):
+        return self._json(self.jobs.manifest(owner, job_id))
+
+    # -- introspection for tests and the server ----------------------------------------------------------
+    def owner_data_dir(self, owner: str):
+        return owner_dir(self.config.data_root, owner)
+
+
+def _present(event, modalities: list[str]) -> list[str]:
+    # Third-party cameras add their own frames; return the requested agent modalities plus those.
+    names = event.frames().keys()
+    return [m for m in names if m in modalities or any(m.endswith("/" + x) for x in modalities)]
+
+
+def create_app(config: ServiceConfig | None = None, *, backend=None, player_hub=None, start: bool = True):
+    """The service as a WSGI app. ``player_hub``: a ``unirender.transport.wsgi.PlayerHub`` to mount at /train
+    (the server creates one bound to its own address; without one, WSGI sessions are refused)."""
+    from unirender.service.config import load_config
+
+    app = ServiceApp(config or load_config(), backend=backend, player_hub=player_hub)
+    return app.start() if start else app

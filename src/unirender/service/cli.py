@@ -1,0 +1,35 @@
+"""``unirender serve``: the render service on waitress (zero configuration: loopback, port 8200)."""
+
+from __future__ import annotations
+
+import argparse
+
+from unirender.errors import SpecError
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "serve",
+        help="run the HTTP render service (sessions, renders, jobs; also the WSGI players' /train)",
+        description="Run the render service. Client tokens come from the config file (tokens:) or "
+        "UNIRENDER_TOKENS; with none, it binds to loopback only.",
+    )
+    p.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=None, help="port (default 8200; 0 picks a free one)")
+    p.add_argument("--config", default=None, help="YAML/JSON/TOML service config (default $UNIRENDER_CONFIG)")
+    p.add_argument("--data-root", default=None, help="where job outputs go (default ./unirender-data)")
+    p.add_argument("--backend", default=None, choices=["local", "ray"], help="session backend (default local)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from unirender.service.config import load_config
+    from unirender.service.server import serve
+
+    try:
+        config = load_config(args.config, host=args.host, port=args.port, data_root=args.data_root,
+                             backend=args.backend)
+    except SpecError as exc:
+        print(f"unirender serve: {exc}")
+        return 2
+    return serve(config)

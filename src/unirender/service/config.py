@@ -1,0 +1,127 @@
+"""Service configuration: one pydantic model, loaded from a YAML/JSON/TOML file and the environment.
+
+Client tokens come from the file (``tokens:``) or from ``UNIRENDER_TOKENS`` (comma separated, optionally
+``name=token``). With no token configured the service is open, so it only ever binds to loopback.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import tomllib
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from unirender.errors import SpecError
+
+TOKENS_ENV = "UNIRENDER_TOKENS"
+CONFIG_ENV = "UNIRENDER_CONFIG"
+ANONYMOUS = "anonymous"
+
+
+class Limits(BaseModel):
+    """Per-token and global limits; every one is enforced with a 4xx JSON error, never by hanging."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sessions_per_token: int = Field(4, ge=1)
+    total_players: int = Field(8, ge=1, description="player processes (sessions + running jobs) at once")
+    body_bytes: int = Field(4 * 2**20, ge=1024, description="largest client request body")
+    pixels: int = Field(2048 * 2048, ge=1, description="largest width x height of a session or job")
+    steps_per_second: float = Field(240.0, gt=0, description="per session; bursts of one second allowed")
+    jobs_per_token: int = Field(2, ge=1, description="running jobs per token")
+
+
+class ServiceConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = Field(8200, ge=0, le=65535)
+    tokens: dict[str, str] = Field(default_factory=dict, description="name -> bearer token")
+    data_root: Path = Field(Path("unirender-data"), description="job outputs and session logs go here only")
+    backend: str = Field("local", description="session backend: local | ray")
+    allowed_executables: list[str] = Field(
+        default_factory=lambda: ["builtin"], description="executables a client may ask for"
+    )
+    idle_timeout_s: float = Field(600.0, gt=0, description="sessions idle this long are stopped")
+    reap_interval_s: float = Field(5.0, gt=0)
+    player_body_bytes: int = Field(512 * 2**20, description="largest POST /train body from a player")
+    threads: int | None = Field(None, ge=2, description="WSGI threads; default 2 x total_players + 8")
+    limits: Limits = Field(default_factory=Limits)
+
+    @field_validator("tokens", mode="before")
+    @classmethod
+    def _tokens_as_mapping(cls, value):
+        if isinstance(value, list | tuple):  # a bare list of tokens: name them by position
+            return {f"token{i}": str(t) for i, t in enumerate(value)}
+        return value
+
+    @property
+    def auth_enabled(self) -> bool:
+        return bool(self.tokens)
+
+    @property
+    def wsgi_threads(self) -> int:
+        # Each WSGI player holds one thread in a long poll; each client step holds one: 2 x players + spare
+        # (serving-and-scale.md, "threads >= 2 x long-polls + 4").
+        return self.threads or 2 * self.limits.total_players + 8
+
+    def is_loopback(self) -> bool:
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+
+def parse_tokens(text: str) -> dict[str, str]:
+    """``"alice=s3cret,bob=t0ken"`` or ``"s3cret,t0ken"`` -> {name: token}."""
+    tokens: dict[str, str] = {}
+    for i, item in enumerate(t.strip() for t in text.split(",")):
+        if not item:
+            continue
+        name, sep, token = item.partition("=")
+        if sep:
+            tokens[name.strip()] = token.strip()
+        else:
+            tokens[f"env{i}"] = item
+    return tokens
+
+
+def _read_mapping(path: Path) -> dict:
+    text = path.read_text()
+    if path.suffix == ".toml":
+        data = tomllib.loads(text)
+    elif path.suffix == ".json":
+        data = json.loads(text)
+    else:
+        data = yaml.safe_load(text) or {}
+    if not isinstance(data, dict):
+        raise SpecError(f"service config {path} must be a mapping")
+    return data.get("service", data) if isinstance(data.get("service"), dict) else data
+
+
+def load_config(path: str | os.PathLike | None = None, **overrides) -> ServiceConfig:
+    """File (``path`` or ``$UNIRENDER_CONFIG``), then ``$UNIRENDER_TOKENS``, then keyword overrides."""
+    data: dict = {}
+    path = path or os.environ.get(CONFIG_ENV)
+    if path:
+        try:
+            data = _read_mapping(Path(path))
+        except (OSError, ValueError, yaml.YAMLError) as exc:
+            raise SpecError(f"cannot read service config {path}: {exc}") from exc
+    env_tokens = os.environ.get(TOKENS_ENV)
+    if env_tokens:
+        tokens = dict(ServiceConfig._tokens_as_mapping(data.get("tokens") or {}))
+        tokens.update(parse_tokens(env_tokens))
+        data["tokens"] = tokens
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return ServiceConfig.model_validate(data)
+    except ValidationError as exc:
+        errors = [(".".join(str(p) for p in e["loc"]), e["msg"]) for e in exc.errors()]
+        raise SpecError("invalid service config: " + "; ".join(f"{k}: {m}" for k, m in errors), errors) from exc

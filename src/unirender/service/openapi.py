@@ -1,0 +1,179 @@
+"""The OpenAPI 3.1 document of the client API, with request schemas taken from the pydantic models."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from unirender import __version__
+from unirender.service.models import RenderRequest, ResetBody, SessionCreate
+from unirender.spec import JobSpec
+
+REF = "#/components/schemas/{model}"
+
+ERROR = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {
+        "error": {
+            "type": "object",
+            "required": ["code", "message"],
+            "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
+        }
+    },
+}
+ACTION = {
+    "type": "object",
+    "required": ["action"],
+    "properties": {"action": {"type": "string", "minLength": 1}},
+    "additionalProperties": True,
+    "description": "an AI2-THOR action, as Controller.step takes it: {\"action\": \"RotateRight\", \"degrees\": 90}",
+}
+FRAME = {
+    "type": "object",
+    "required": ["shape", "dtype"],
+    "properties": {
+        "shape": {"type": "array", "items": {"type": "integer"}},
+        "dtype": {"type": "string"},
+        "format": {"type": "string", "enum": ["png", "npy"]},
+        "data": {"type": "string", "description": "base64"},
+    },
+}
+EVENT = {
+    "type": "object",
+    "required": ["metadata", "frames"],
+    "properties": {
+        "metadata": {"type": "object"},
+        "frames": {"type": "object", "additionalProperties": {"$ref": REF.format(model="Frame")}},
+    },
+}
+
+
+def _schemas() -> dict[str, Any]:
+    schemas: dict[str, Any] = {"Error": ERROR, "Action": ACTION, "Frame": FRAME, "Event": EVENT}
+    for model in (SessionCreate, ResetBody, RenderRequest, JobSpec):
+        schema = model.model_json_schema(ref_template=REF)
+        schemas.update(schema.pop("$defs", {}))
+        schemas[model.__name__] = schema
+    schemas["EventList"] = {
+        "type": "object", "properties": {"events": {"type": "array", "items": {"$ref": REF.format(model="Event")}}}
+    }
+    return schemas
+
+
+def _ref(name: str) -> dict:
+    return {"$ref": REF.format(model=name)}
+
+
+def _json(name: str | dict, description: str = "OK") -> dict:
+    schema = _ref(name) if isinstance(name, str) else name
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _body(name: str, msgpack: bool = True) -> dict:
+    content = {"application/json": {"schema": _ref(name)}}
+    if msgpack:
+        content["application/x-msgpack"] = {"schema": _ref(name)}
+    return {"required": True, "content": content}
+
+
+def _event_responses(event_schema: str) -> dict:
+    return {
+        "200": {
+            "description": "the event: metadata plus frames (msgpack: raw bytes with shape/dtype; JSON: base64 "
+            "PNG/NPY when ?modalities= asks; multipart/mixed: a JSON part then one part per frame)",
+            "content": {
+                "application/json": {"schema": _ref(event_schema)},
+                "application/x-msgpack": {"schema": {}},
+                "multipart/mixed": {"schema": {}},
+            },
+        }
+    }
+
+
+def _op(summary: str, responses: dict, *, body: dict | None = None, params: list | None = None,
+        public: bool = False) -> dict:
+    op: dict[str, Any] = {"summary": summary, "responses": {**responses, "default": _json("Error", "an error")}}
+    if body is not None:
+        op["requestBody"] = body
+    if params:
+        op["parameters"] = params
+    if public:
+        op["security"] = []
+    return op
+
+
+SID = {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string"}}
+JID = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
+MODALITIES = {
+    "name": "modalities", "in": "query", "required": False, "schema": {"type": "string"},
+    "description": "comma-separated frames to return (rgb,depth,...); 'none' for metadata only",
+}
+
+
+def openapi_document(config=None) -> dict:
+    obj = {"type": "object"}
+    paths = {
+        "/healthz": {"get": _op("liveness", {"200": _json(obj)}, public=True)},
+        "/readyz": {"get": _op("readiness (503 while shutting down)", {"200": _json(obj)}, public=True)},
+        "/metrics": {"get": _op("Prometheus metrics", {"200": {"description": "text exposition format",
+                                                               "content": {"text/plain": {"schema": {}}}}},
+                                public=True)},
+        "/v1/platforms": {"get": _op("the platform doctor report of this host", {"200": _json(obj)})},
+        "/v1/sessions": {
+            "get": _op("your sessions", {"200": _json(obj)}),
+            "post": _op("start a player for an environment spec", {"201": _json(obj, "created")},
+                        body=_body("SessionCreate")),
+        },
+        "/v1/sessions/{session_id}": {
+            "get": _op("one session", {"200": _json(obj)}, params=[SID]),
+            "delete": _op("stop a session", {"204": {"description": "stopped"}}, params=[SID]),
+        },
+        "/v1/sessions/{session_id}/step": {
+            "post": _op("one action", _event_responses("Event"), body=_body("Action"), params=[SID, MODALITIES]),
+        },
+        "/v1/sessions/{session_id}/reset": {
+            "post": _op("reset to a scene", _event_responses("Event"), body=_body("ResetBody"),
+                        params=[SID, MODALITIES]),
+        },
+        "/v1/render": {"post": _op("one-shot render of an episode", _event_responses("EventList"),
+                                   body=_body("RenderRequest"))},
+        "/v1/jobs": {
+            "get": _op("your jobs", {"200": _json(obj)}),
+            "post": _op("submit a job spec", {"202": _json(obj, "accepted")}, body=_body("JobSpec")),
+        },
+        "/v1/jobs/{job_id}": {
+            "get": _op("job state and progress", {"200": _json(obj)}, params=[JID]),
+            "delete": _op("cancel a job", {"202": _json(obj, "cancelling")}, params=[JID]),
+        },
+        "/v1/jobs/{job_id}/manifest": {"get": _op("the job's manifest", {"200": _json(obj)}, params=[JID])},
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "unirender render service", "version": __version__,
+                 "description": "Sessions, one-shot renders and jobs on headless Unity-compatible players."},
+        "paths": paths,
+        "components": {
+            "schemas": _schemas(),
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}] if config is None or config.auth_enabled else [],
+    }
+
+
+def docs_page() -> str:
+    """A dependency-free HTML page listing the operations (no CDN: the service may run offline)."""
+    doc = openapi_document()
+    rows = []
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            rows.append(f"<tr><td><code>{method.upper()}</code></td><td><code>{html.escape(path)}</code></td>"
+                        f"<td>{html.escape(op['summary'])}</td></tr>")
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>unirender API</title></head><body>"
+        "<h1>unirender render service</h1><p>Machine-readable: <a href='/openapi.json'>/openapi.json</a>. "
+        "Send <code>Authorization: Bearer &lt;token&gt;</code>; choose the response format with "
+        "<code>Accept</code>: application/x-msgpack (fast), application/json, multipart/mixed.</p>"
+        "<table border='1' cellpadding='4'><tr><th>method</th><th>path</th><th>what</th></tr>"
+        + "".join(rows) + "</table></body></html>"
+    )

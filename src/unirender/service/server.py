@@ -1,0 +1,132 @@
+"""Run the service on waitress, tuned for this workload, and shut it down cleanly on SIGTERM/SIGINT.
+
+Why waitress (measurements in shared/docs/serving-and-scale.md): pure Python, keep-alive that stays open for
+players, a thread pool so a player's long poll never blocks a client, and no request time limit. Settings:
+
+- ``threads = 2 x total_players + 8``: each WSGI player holds a thread in its long poll while its client's step
+  holds another; the rest serve the API.
+- ``outbuf_overflow = 16 MiB``: the default 1 MiB spills large frames to a temp file (3x slower).
+- ``channel_timeout = 1 day``: a player's keep-alive connection is idle between episodes; waitress must not
+  close it (Unity never reconnects).
+- ``max_request_body_size``: the player limit (raw frames); client bodies have their own, smaller limit.
+
+Shutdown (SIGTERM): stop accepting, fail in-flight steps cleanly by stopping every player (clients get a JSON
+error), wait for in-flight requests, then close every connection, the players' virtual displays and exit 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+
+from waitress.server import create_server
+
+from unirender.service.app import ServiceApp, create_app
+from unirender.service.config import ServiceConfig
+
+log = logging.getLogger(__name__)
+
+IDLE_PLAYER_CONNECTION_S = 86400
+
+
+def waitress_settings(config: ServiceConfig) -> dict:
+    return {
+        "threads": config.wsgi_threads,
+        "outbuf_overflow": 16 * 2**20,
+        "channel_timeout": IDLE_PLAYER_CONNECTION_S,
+        "max_request_body_size": max(config.player_body_bytes, config.limits.body_bytes),
+        "connection_limit": max(100, 4 * config.wsgi_threads),
+        "asyncore_use_poll": True,
+        "expose_tracebacks": False,
+        "ident": "unirender",
+        "clear_untrusted_proxy_headers": True,
+    }
+
+
+def make_player_hub():
+    """A PlayerHub to mount at /train, or None when the WSGI transport is not available."""
+    try:
+        from unirender.transport.wsgi import PlayerHub
+    except ImportError:
+        log.warning("unirender.transport.wsgi is not available: WSGI sessions are refused")
+        return None
+    return PlayerHub(serve=False)
+
+
+class Server:
+    """waitress + the app, driven by our own loop so that shutdown can keep serving while it drains."""
+
+    def __init__(self, config: ServiceConfig, *, backend=None):
+        self.config = config
+        self.hub = make_player_hub()
+        self.app: ServiceApp = create_app(config, backend=backend, player_hub=self.hub, start=False)
+        self.waitress = create_server(self.app, host=config.host, port=config.port, **waitress_settings(config))
+        self.host, self.port = self.waitress.getsockname()[:2]
+        if self.hub is not None:
+            self.hub.set_address(self.host, self.port)
+        self._done = threading.Event()
+        self._shutdown_thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def serve_forever(self) -> None:
+        """Serve until ``request_shutdown()``; then drain and close. Returns when everything is stopped."""
+        self.app.start()
+        try:
+            while not self._done.is_set():
+                # One poll at a time so the loop notices the end of a drain within 0.2 s.
+                self.waitress.asyncore.loop(timeout=0.2, map=self.waitress._map, use_poll=True, count=1)
+        finally:
+            if self._shutdown_thread is None:  # an exception in the loop: still stop every player
+                self.app.shutdown(timeout=5)
+            self._close_connections()
+
+    def request_shutdown(self, reason: str = "shutdown requested") -> None:
+        """Safe from a signal handler: stop accepting now, drain on a thread, end the loop when drained."""
+        if self._shutdown_thread is not None:
+            return
+        log.warning("%s: draining", reason)
+        self.waitress.accepting = False  # waitress stops polling the listening socket
+        self._shutdown_thread = threading.Thread(target=self._drain, name="unirender-shutdown", daemon=True)
+        self._shutdown_thread.start()
+
+    def _drain(self) -> None:
+        try:
+            self.app.shutdown(timeout=20)
+        finally:
+            self._done.set()
+
+    def _close_connections(self) -> None:
+        for channel in list(self.waitress._map.values()):
+            try:
+                channel.close()
+            except Exception:
+                pass
+        self.waitress.task_dispatcher.shutdown(cancel_pending=True, timeout=5)
+
+
+def serve(config: ServiceConfig, *, ready_message: bool = True) -> int:
+    if not config.auth_enabled and not config.is_loopback():
+        log.warning("no client tokens configured: binding to 127.0.0.1 instead of %s (set tokens in the config "
+                    "file or UNIRENDER_TOKENS to serve other hosts)", config.host)
+        config = config.model_copy(update={"host": "127.0.0.1"})
+    server = Server(config)
+
+    def on_signal(signum, frame):
+        server.request_shutdown(f"received {signal.Signals(signum).name}")
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        if ready_message:
+            auth = "bearer tokens required" if config.auth_enabled else "no tokens configured: loopback only"
+            print(f"unirender serving on {server.url} ({auth}; {config.wsgi_threads} threads)", flush=True)
+        server.serve_forever()
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    print("unirender service stopped", file=sys.stderr, flush=True)
+    return 0

@@ -1,0 +1,247 @@
+"""The service's sessions: who owns each one, its limits, idle reaping and crash handling.
+
+The backend (``unirender.cluster``) owns the players; this registry only adds what HTTP needs on top: an
+owner per session (anyone else gets 404), a steps-per-second bucket, an idle clock, and what to do when a
+player crashes (restart it if the session asked for that, otherwise end the session and say why).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from unirender.cluster import Session, SessionBackend, SessionClosedError, SessionLostError
+from unirender.cluster.base import new_session_id
+from unirender.errors import PlayerCrashedError, RestartError
+from unirender.service.errors import ApiError, from_unirender_error
+from unirender.service.limits import PlayerSlots, TokenBucket
+from unirender.service.metrics import ServiceMetrics
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ServiceSession:
+    id: str
+    owner: str
+    session: Session
+    environment: dict
+    auto_restart: bool
+    bucket: TokenBucket
+    last_used: float = field(default_factory=time.monotonic)
+    busy: int = 0  # requests in flight on this session; the reaper leaves busy sessions alone
+
+    def describe(self) -> dict:
+        info = self.session.info()
+        info.update(
+            id=self.id,
+            auto_restart=self.auto_restart,
+            idle_s=round(time.monotonic() - self.last_used, 3),
+            environment=self.environment,
+        )
+        return info
+
+
+class SessionRegistry:
+    """Thread-safe map of session id -> ServiceSession, enforcing per-token and global limits."""
+
+    _TOMBSTONES = 1024  # remember why recently ended sessions ended (410 instead of a bare 404)
+
+    def __init__(
+        self,
+        backend: SessionBackend,
+        *,
+        slots: PlayerSlots,
+        metrics: ServiceMetrics,
+        sessions_per_token: int,
+        steps_per_second: float,
+        idle_timeout_s: float,
+    ):
+        self.backend = backend
+        self.slots = slots
+        self.metrics = metrics
+        self.sessions_per_token = sessions_per_token
+        self.steps_per_second = steps_per_second
+        self.idle_timeout_s = idle_timeout_s
+        self._sessions: dict[str, ServiceSession] = {}
+        self._ended: OrderedDict[str, tuple[str, str]] = OrderedDict()  # id -> (owner, reason)
+        self._pending: dict[str, int] = {}  # owner -> sessions being created
+        self._lock = threading.Lock()
+
+    # -- lookup ----------------------------------------------------------------------------------------
+    def get(self, owner: str, session_id: str) -> ServiceSession:
+        with self._lock:
+            s = self._sessions.get(session_id)
+            if s is not None and s.owner == owner:
+                return s
+            ended = self._ended.get(session_id)
+        if ended is not None and ended[0] == owner:
+            raise ApiError(410, "session_ended", f"session {session_id} has ended: {ended[1]}")
+        # Another owner's session is indistinguishable from a missing one.
+        raise ApiError(404, "session_not_found", f"no session {session_id!r}")
+
+    def list(self, owner: str) -> list[ServiceSession]:
+        with self._lock:
+            return [s for s in self._sessions.values() if s.owner == owner]
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self._sessions)
+
+    # -- lifecycle ---------------------------------------------------------------------------------------
+    def create(self, owner: str, controller_kwargs: dict, environment: dict, *, auto_restart: bool) -> ServiceSession:
+        with self._lock:
+            mine = sum(1 for s in self._sessions.values() if s.owner == owner) + self._pending.get(owner, 0)
+            if mine >= self.sessions_per_token:
+                raise ApiError(
+                    429, "too_many_sessions",
+                    f"this token already has {mine} sessions (limit {self.sessions_per_token}); delete one first",
+                )
+            self._pending[owner] = self._pending.get(owner, 0) + 1
+        try:
+            self.slots.acquire()
+            try:
+                session = self.backend.create_session(dict(controller_kwargs), session_id=new_session_id())
+            except BaseException:
+                self.slots.release()
+                raise
+        finally:
+            with self._lock:
+                self._pending[owner] -= 1
+        entry = ServiceSession(
+            id=session.id, owner=owner, session=session, environment=environment,
+            auto_restart=auto_restart, bucket=TokenBucket(self.steps_per_second),
+        )
+        with self._lock:
+            self._sessions[entry.id] = entry
+        self._update_gauges()
+        return entry
+
+    def delete(self, owner: str, session_id: str, reason: str = "deleted by its owner") -> None:
+        entry = self.get(owner, session_id)
+        self._end(entry, reason)
+
+    def _end(self, entry: ServiceSession, reason: str) -> None:
+        with self._lock:
+            if self._sessions.pop(entry.id, None) is None:
+                return  # somebody else ended it already
+            self._ended[entry.id] = (entry.owner, reason)
+            while len(self._ended) > self._TOMBSTONES:
+                self._ended.popitem(last=False)
+        try:
+            entry.session.stop()
+        except Exception:
+            log.exception("stopping session %s", entry.id)
+        finally:
+            self.slots.release()
+            self._update_gauges()
+
+    def stop_all(self, reason: str) -> None:
+        with self._lock:
+            entries = list(self._sessions.values())
+        threads = [threading.Thread(target=self._end, args=(e, reason), daemon=True) for e in entries]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+
+    def reap_idle(self, now: float | None = None) -> list[str]:
+        """Stop sessions idle for longer than ``idle_timeout_s``; returns their ids."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            idle = [e for e in self._sessions.values() if not e.busy and now - e.last_used > self.idle_timeout_s]
+        for entry in idle:
+            log.info("reaping idle session %s (owner %s)", entry.id, entry.owner)
+            self._end(entry, f"idle for more than {self.idle_timeout_s:g} s")
+            self.metrics.reaped.inc()
+        return [e.id for e in idle]
+
+    # -- actions ---------------------------------------------------------------------------------------
+    def step(self, owner: str, session_id: str, action: dict):
+        return self._call(owner, session_id, lambda s: s.step(action), rate_limited=True)
+
+    def reset(self, owner: str, session_id: str, scene: str | None, init: dict):
+        return self._call(owner, session_id, lambda s: s.reset(scene, **init), rate_limited=False)
+
+    def _call(self, owner: str, session_id: str, fn, *, rate_limited: bool):
+        entry = self.get(owner, session_id)
+        if rate_limited:
+            wait = entry.bucket.take()
+            if wait:
+                raise ApiError(
+                    429, "rate_limited",
+                    f"more than {self.steps_per_second:g} steps per second on session {session_id}",
+                    headers={"Retry-After": str(max(1, round(wait)))}, retry_after_s=round(wait, 3),
+                )
+        with self._lock:
+            entry.busy += 1
+        started = time.perf_counter()
+        try:
+            event = fn(entry.session)
+        except (RestartError, PlayerCrashedError, SessionLostError) as exc:
+            self.metrics.steps.labels("player_crash").inc()
+            raise self._after_crash(entry, exc) from exc
+        except SessionClosedError as exc:
+            raise ApiError(410, "session_ended", str(exc)) from exc
+        except Exception as exc:
+            self.metrics.steps.labels("error").inc()
+            raise from_unirender_error(exc) from exc
+        finally:
+            with self._lock:
+                entry.busy -= 1
+                entry.last_used = time.monotonic()
+        self.metrics.step_seconds.observe(time.perf_counter() - started)
+        self.metrics.steps.labels("ok").inc()
+        return event
+
+    def _after_crash(self, entry: ServiceSession, exc: BaseException) -> ApiError:
+        """A player died during this request: restart it if asked to, otherwise end the session."""
+        detail = from_unirender_error(exc).message if not isinstance(exc, SessionLostError) else str(exc)
+        if entry.auto_restart:
+            try:
+                if not isinstance(exc, RestartError):  # the Controller did not restart it already
+                    entry.session.restart()
+                self.metrics.player_restarts.inc()
+                return ApiError(
+                    502, "player_restarted",
+                    f"the player crashed and was restarted; the episode is lost, reset and continue ({detail})",
+                )
+            except Exception as restart_exc:
+                detail += f"; restart failed: {restart_exc}"
+        elif isinstance(exc, RestartError):
+            self.metrics.player_restarts.inc()
+            return ApiError(502, "player_restarted", f"the player crashed and was restarted ({detail})")
+        self._end(entry, f"its player crashed: {detail}")
+        return ApiError(502, "player_crashed", f"the player crashed; session {entry.id} has ended: {detail}")
+
+    def _update_gauges(self) -> None:
+        self.metrics.sessions.set(self.count())
+        self.metrics.players.set(self.slots.used)
+
+
+class IdleReaper:
+    """Background thread calling ``registry.reap_idle()`` every ``interval`` seconds until stopped."""
+
+    def __init__(self, registry: SessionRegistry, interval: float):
+        self.registry = registry
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="unirender-reaper", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.registry.reap_idle()
+            except Exception:
+                log.exception("idle reaper")
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(5)

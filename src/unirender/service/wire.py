@@ -1,0 +1,276 @@
+"""The service's HTTP body formats, both directions, as pure functions over bytes (used by app and client).
+
+A response *document* is a JSON-able dict in which frames appear as numpy arrays:
+``{"metadata": {...}, "frames": {"rgb": ndarray, ...}}`` for one event, ``{"events": [doc, ...]}`` for many.
+Three encodings, chosen by ``Accept``:
+
+- ``application/x-msgpack`` (the fast path): arrays become ``{"shape", "dtype", "data": <raw bytes>}``.
+- ``application/json``: arrays become ``{"shape", "dtype", "format": "png"|"npy", "data": <base64>}``; uint8
+  images (H,W), (H,W,3), (H,W,4) are PNG, anything else (depth float32, instance ids) is NPY, so it is lossless.
+- ``multipart/mixed``: a first ``application/json`` part with the document, where each array is replaced by
+  ``{"shape", "dtype", "part": name}``, then one ``image/png`` or ``application/x-npy`` part per array.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import secrets
+from collections.abc import Callable
+
+import msgpack
+import numpy as np
+from PIL import Image
+from werkzeug.datastructures import MIMEAccept
+from werkzeug.http import parse_accept_header, parse_options_header
+
+JSON = "application/json"
+MSGPACK = "application/x-msgpack"
+MULTIPART = "multipart/mixed"
+FORMATS = (JSON, MSGPACK, MULTIPART)
+NPY = "application/x-npy"
+PNG = "image/png"
+
+
+class WireError(ValueError):
+    """A body could not be decoded; the message says what was wrong."""
+
+
+# -- request bodies ----------------------------------------------------------------------------------------
+
+
+def decode_request_body(content_type: str | None, body: bytes) -> dict:
+    """JSON (default when no Content-Type) or msgpack object -> dict; anything else raises WireError."""
+    mime = parse_options_header(content_type or JSON)[0].lower()
+    if not body:
+        return {}
+    if mime in (JSON, "text/json") or mime.endswith("+json"):
+        try:
+            value = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise WireError(f"malformed JSON body: {exc}") from None
+    elif mime in (MSGPACK, "application/msgpack"):
+        try:
+            value = msgpack.unpackb(body, raw=False, strict_map_key=True)
+        except Exception as exc:  # msgpack raises several unrelated types
+            raise WireError(f"malformed msgpack body: {type(exc).__name__}: {exc}") from None
+    else:
+        raise WireError(f"unsupported request Content-Type {mime!r}; use {JSON} or {MSGPACK}")
+    if not isinstance(value, dict):
+        raise WireError(f"the request body must be an object, not {type(value).__name__}")
+    return value
+
+
+def encode_request_body(doc: dict) -> tuple[str, bytes]:
+    return JSON, json.dumps(doc, default=_json_default).encode()
+
+
+# -- negotiation -------------------------------------------------------------------------------------------
+
+
+def negotiate(accept_header: str | None) -> str | None:
+    """The response format for an ``Accept`` header: JSON when absent or ``*/*``; None when none fits."""
+    if not accept_header:
+        return JSON
+    accept = parse_accept_header(accept_header, MIMEAccept)
+    return accept.best_match(FORMATS, default=None)
+
+
+# -- arrays ------------------------------------------------------------------------------------------------
+
+
+def _is_png_able(a: np.ndarray) -> bool:
+    return a.dtype == np.uint8 and (a.ndim == 2 or (a.ndim == 3 and a.shape[2] in (3, 4)))
+
+
+def array_to_png(a: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    # compress_level 1: PNG is for convenience here, msgpack is the fast path.
+    Image.fromarray(np.ascontiguousarray(a)).save(buf, format="PNG", compress_level=1)
+    return buf.getvalue()
+
+
+def array_to_npy(a: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(a), allow_pickle=False)
+    return buf.getvalue()
+
+
+def _image_bytes(a: np.ndarray) -> tuple[str, bytes]:
+    return ("png", array_to_png(a)) if _is_png_able(a) else ("npy", array_to_npy(a))
+
+
+def _array_from(fmt: str, data: bytes, shape, dtype) -> np.ndarray:
+    try:
+        if fmt == "png":
+            arr = np.asarray(Image.open(io.BytesIO(data)))
+        elif fmt == "npy":
+            arr = np.load(io.BytesIO(data), allow_pickle=False)
+        elif fmt == "raw":
+            arr = np.frombuffer(data, dtype=np.dtype(dtype)).reshape(shape)
+        else:
+            raise WireError(f"unknown frame format {fmt!r}")
+    except WireError:
+        raise
+    except Exception as exc:
+        raise WireError(f"cannot decode a {fmt} frame: {exc}") from None
+    if shape is not None and list(arr.shape) != list(shape):
+        raise WireError(f"frame shape {arr.shape} differs from the declared {tuple(shape)}")
+    return arr
+
+
+def _map_arrays(doc, fn: Callable[[np.ndarray], object]):
+    """Copy of ``doc`` with every ndarray replaced by ``fn(array)``."""
+    if isinstance(doc, np.ndarray):
+        return fn(doc)
+    if isinstance(doc, dict):
+        return {k: _map_arrays(v, fn) for k, v in doc.items()}
+    if isinstance(doc, list | tuple):
+        return [_map_arrays(v, fn) for v in doc]
+    return doc
+
+
+def _map_frame_dicts(doc, fn: Callable[[dict], np.ndarray]):
+    """Inverse walk: every dict under a ``frames`` key whose values are array descriptions -> arrays."""
+    if isinstance(doc, dict):
+        out = {}
+        for k, v in doc.items():
+            if k == "frames" and isinstance(v, dict):
+                out[k] = {name: fn(desc) for name, desc in v.items()}
+            else:
+                out[k] = _map_frame_dicts(v, fn)
+        return out
+    if isinstance(doc, list):
+        return [_map_frame_dicts(v, fn) for v in doc]
+    return doc
+
+
+def _json_default(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, bytes | memoryview):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+# -- responses ---------------------------------------------------------------------------------------------
+
+
+def encode_document(doc: dict, fmt: str) -> tuple[str, bytes | list[bytes]]:
+    """Encode a response document; returns (content type, body). Multipart bodies come as a list of chunks."""
+    if fmt == MSGPACK:
+
+        def raw(a: np.ndarray):
+            a = np.ascontiguousarray(a)
+            return {"shape": list(a.shape), "dtype": a.dtype.str, "data": memoryview(a).cast("B")}
+
+        return MSGPACK, msgpack.packb(_map_arrays(doc, raw), use_bin_type=True, default=_json_default)
+    if fmt == JSON:
+
+        def b64(a: np.ndarray):
+            kind, data = _image_bytes(a)
+            return {"shape": list(a.shape), "dtype": a.dtype.str, "format": kind,
+                    "data": base64.b64encode(data).decode("ascii")}
+
+        return JSON, json.dumps(_map_arrays(doc, b64), default=_json_default).encode()
+    if fmt == MULTIPART:
+        return _encode_multipart(doc)
+    raise ValueError(f"unknown response format {fmt!r}")
+
+
+def _encode_multipart(doc: dict) -> tuple[str, list[bytes]]:
+    parts: list[tuple[str, str, bytes]] = []
+
+    def refer(a: np.ndarray):
+        kind, data = _image_bytes(a)
+        name = f"f{len(parts)}.{kind}"
+        parts.append((name, PNG if kind == "png" else NPY, data))
+        return {"shape": list(a.shape), "dtype": a.dtype.str, "part": name}
+
+    head = json.dumps(_map_arrays(doc, refer), default=_json_default).encode()
+    boundary = secrets.token_hex(16)
+    chunks = [f"--{boundary}\r\nContent-Type: {JSON}\r\nContent-Disposition: inline; name=\"document\"\r\n\r\n"
+              .encode(), head]
+    for name, ctype, data in parts:
+        chunks.append(
+            f"\r\n--{boundary}\r\nContent-Type: {ctype}\r\nContent-Disposition: attachment; name=\"{name}\"; "
+            f"filename=\"{name}\"\r\nContent-Length: {len(data)}\r\n\r\n".encode()
+        )
+        chunks.append(data)
+    chunks.append(f"\r\n--{boundary}--\r\n".encode())
+    return f'{MULTIPART}; boundary="{boundary}"', chunks
+
+
+def decode_document(content_type: str | None, body: bytes) -> dict:
+    """Inverse of :func:`encode_document`: frames come back as numpy arrays (read-only for msgpack)."""
+    mime, options = parse_options_header(content_type or "")
+    mime = mime.lower()
+    if mime == MSGPACK:
+        try:
+            doc = msgpack.unpackb(body, raw=False, strict_map_key=False)
+        except Exception as exc:
+            raise WireError(f"malformed msgpack response: {exc}") from None
+        return _map_frame_dicts(doc, lambda d: _array_from("raw", d["data"], d["shape"], d["dtype"]))
+    if mime == JSON:
+        try:
+            doc = json.loads(body)
+        except ValueError as exc:
+            raise WireError(f"malformed JSON response: {exc}") from None
+        return _map_frame_dicts(
+            doc, lambda d: _array_from(d["format"], base64.b64decode(d["data"]), d["shape"], d["dtype"])
+        )
+    if mime == MULTIPART:
+        boundary = options.get("boundary")
+        if not boundary:
+            raise WireError("multipart response without a boundary")
+        parts = split_multipart(body, boundary)
+        if not parts or parts[0][0] != "document":
+            raise WireError("multipart response does not start with the JSON document part")
+        doc = json.loads(parts[0][2])
+        by_name = {name: (ctype, data) for name, ctype, data in parts[1:]}
+
+        def load(d: dict) -> np.ndarray:
+            if d.get("part") not in by_name:
+                raise WireError(f"multipart response lacks part {d.get('part')!r}")
+            ctype, data = by_name[d["part"]]
+            return _array_from("png" if ctype == PNG else "npy", data, d["shape"], d["dtype"])
+
+        return _map_frame_dicts(doc, load)
+    raise WireError(f"unexpected response Content-Type {content_type!r}")
+
+
+def split_multipart(body: bytes, boundary: str) -> list[tuple[str, str, bytes]]:
+    """``multipart/mixed`` body -> [(name, content type, bytes)]; uses each part's Content-Length when given."""
+    delim = b"--" + boundary.encode()
+    parts = []
+    pos = body.find(delim)
+    if pos < 0:
+        raise WireError("multipart boundary not found")
+    while True:
+        pos += len(delim)
+        if body[pos:pos + 2] == b"--":
+            return parts
+        head_end = body.find(b"\r\n\r\n", pos)
+        if head_end < 0:
+            raise WireError("truncated multipart part headers")
+        headers = {}
+        for line in body[pos:head_end].decode("latin-1").split("\r\n"):
+            key, sep, value = line.partition(":")
+            if sep:
+                headers[key.strip().lower()] = value.strip()
+        start = head_end + 4
+        if "content-length" in headers:
+            end = start + int(headers["content-length"])
+            nxt = body.find(delim, end)
+        else:
+            nxt = body.find(b"\r\n" + delim, start)
+            end = nxt
+            nxt = nxt + 2 if nxt >= 0 else -1
+        if nxt < 0:
+            raise WireError("truncated multipart body")
+        _, opts = parse_options_header(headers.get("content-disposition", ""))
+        parts.append((opts.get("name", ""), headers.get("content-type", ""), body[start:end]))
+        pos = nxt
