@@ -11,14 +11,18 @@ from unirender.protocol.errors import (
     TruncatedFrameError,
     UnknownFieldTypeError,
 )
+from unirender.protocol.event import Event, MultiAgentEvent, build_event
 from unirender.protocol.fifo import FieldType, FifoDecoder, FifoMessage, decode_player_message, encode_message
 from unirender.protocol.http import RequestReader, ResponseReader, build_response, build_train_request
+from unirender.protocol.images import DepthFormat
 from unirender.protocol.multipart import build_wwwform, parse_form, payload_parts_from_form
 from unirender.protocol.payload import Payload
 from unirender.protocol.state import ControllerProtocol, encode_json_action
 
 __all__ = [
     "ControllerProtocol",
+    "DepthFormat",
+    "Event",
     "FieldType",
     "FifoDecoder",
     "FifoMessage",
@@ -26,6 +30,7 @@ __all__ = [
     "HttpFramingError",
     "ImageSizeError",
     "MetadataError",
+    "MultiAgentEvent",
     "MultipartError",
     "Payload",
     "ProtocolError",
@@ -34,6 +39,7 @@ __all__ = [
     "SequenceIdMismatchError",
     "TruncatedFrameError",
     "UnknownFieldTypeError",
+    "build_event",
     "build_response",
     "build_train_request",
     "build_wwwform",

@@ -1,0 +1,529 @@
+"""``Event`` / ``MultiAgentEvent``: what ``controller.step()`` returns, with AI2-THOR's attribute names.
+
+Images are decoded lazily: building an event only keeps references to the received buffers (and checks their
+sizes); ``event.frame`` etc. decode on first access and cache. A modality nobody reads costs nothing. Arrays are
+read-only, top-down views into the received bytes unless :mod:`unirender.protocol.images` says "copy".
+Pickling an event (Ray, multiprocessing) stores the decoded arrays, never the raw buffers.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from unirender.protocol.errors import ImageSizeError, MetadataError
+from unirender.protocol.images import (
+    DepthFormat,
+    bytes_per_pixel,
+    decode_color,
+    decode_depth,
+    image_view,
+    parse_depth_format,
+    screen_size,
+    source_depth_format,
+)
+from unirender.protocol.masks import (
+    ClassDetections2D,
+    ClassMasks,
+    InstanceDetections2D,
+    InstanceMasks,
+    SegmentationColors,
+)
+from unirender.protocol.payload import Payload
+
+# Event attribute -> form field name (spec 2.4). Per agent:
+AGENT_FRAME_FIELDS = {
+    "frame": "image",
+    "depth_frame": "image_depth",
+    "normals_frame": "image_normals",
+    "flow_frame": "image_flow",
+    "instance_segmentation_frame": "image_ids",
+    "semantic_segmentation_frame": "image_classes",
+}
+# Per third-party camera (lists, camera order):
+THIRD_PARTY_FRAME_FIELDS = {
+    "third_party_camera_frames": "image-thirdParty-camera",
+    "third_party_depth_frames": "image_thirdParty_depth",
+    "third_party_normals_frames": "image_thirdParty_normals",
+    "third_party_flow_frames": "image_thirdParty_flow",
+    "third_party_instance_segmentation_frames": "image_thirdParty_image_ids",
+    "third_party_semantic_segmentation_frames": "image_thirdParty_classes",
+}
+# 5.0.0's Python looked for ``image_thirdParty_flows`` (never sent); accept it as well.
+_FIELD_ALIASES = {"image_thirdParty_flows": "image_thirdParty_flow"}
+# Old attribute names accepted by ``from_frames`` (5.0.0 stored flow as ``flows_frame``).
+_FRAME_ALIASES = {"flows_frame": "flow_frame", "third_party_flows_frames": "third_party_flow_frames"}
+
+_THIRD_PARTY_FIELD_NAMES = frozenset(THIRD_PARTY_FRAME_FIELDS.values())
+
+_COLOR_ATTRS = {
+    "frame",
+    "instance_segmentation_frame",
+    "semantic_segmentation_frame",
+    "third_party_camera_frames",
+    "third_party_instance_segmentation_frames",
+    "third_party_semantic_segmentation_frames",
+}
+_DEPTH_ATTRS = {"depth_frame", "third_party_depth_frames"}
+
+
+class MetadataWrapper(dict):
+    """Agent metadata dict with AI2-THOR's deprecated aliases (spec 5.3).
+
+    ``["reachablePositions"]`` after GetReachablePositions/GetSceneBounds reads ``actionReturn`` (unless the key
+    is really there); ``["hand"]`` reads ``heldObjectPose``.
+    """
+
+    def __getitem__(self, key):
+        if key == "reachablePositions" and not dict.__contains__(self, key):
+            if self.get("lastAction") in ("GetReachablePositions", "GetSceneBounds"):
+                warnings.warn(
+                    'event.metadata["reachablePositions"] is deprecated; use event.metadata["actionReturn"]',
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
+                key = "actionReturn"
+        elif key == "hand" and not dict.__contains__(self, key):
+            warnings.warn(
+                'event.metadata["hand"] is deprecated; use event.metadata["heldObjectPose"]',
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            key = "heldObjectPose"
+        return dict.__getitem__(self, key)
+
+
+def _agent_frame_property(attr: str, doc: str) -> property:
+    def get(self):
+        return self._agent_frame(attr)
+
+    return property(get, doc=doc)
+
+
+def _third_party_property(attr: str, doc: str) -> property:
+    def get(self):
+        return self._third_party_frames(attr)
+
+    return property(get, doc=doc)
+
+
+class Event:
+    """One agent's result of an action: ``metadata`` plus lazily decoded images.
+
+    ``Event(metadata)`` alone works (no images), as in AI2-THOR. Missing modalities are ``None`` (agent frames)
+    or ``[]`` (third-party lists). ``bool(event)`` is ``metadata["lastActionSuccess"]``.
+    """
+
+    def __init__(
+        self,
+        metadata: dict,
+        images: dict[str, memoryview] | None = None,
+        third_party_images: dict[str, list[memoryview]] | None = None,
+        *,
+        depth_format: DepthFormat | str = "Meters",
+        camera_near_plane: float = 0.1,
+        camera_far_plane: float = 20.0,
+    ):
+        self.metadata = metadata if isinstance(metadata, MetadataWrapper) else MetadataWrapper(metadata)
+        self.screen_width = metadata.get("screenWidth")
+        self.screen_height = metadata.get("screenHeight")
+        self.depth_format = parse_depth_format(depth_format)
+        self.camera_near_plane = camera_near_plane
+        self.camera_far_plane = camera_far_plane
+        self._images = images or {}
+        self._third_party = third_party_images or {}
+        self._decoded: dict[str, object] = {}
+        self._derived: dict[str, object] = {}
+        self.events = [self]  # same API as MultiAgentEvent
+        if self._images or self._third_party:
+            width, height = screen_size(self.metadata)
+            for field, buf in self._images.items():
+                bytes_per_pixel(buf, width, height, field)
+            for field, bufs in self._third_party.items():
+                for index, buf in enumerate(bufs):
+                    bytes_per_pixel(buf, width, height, f"{field}[{index}]")
+
+    # -- decoding -------------------------------------------------------------------------------------------
+
+    def _decode(self, attr: str, buf, field: str) -> np.ndarray:
+        width, height = self.screen_width, self.screen_height
+        if attr in _COLOR_ATTRS:
+            return decode_color(buf, width, height, field)
+        if attr in _DEPTH_ATTRS:
+            return decode_depth(
+                buf,
+                width,
+                height,
+                source=source_depth_format(self.metadata),
+                target=self.depth_format,
+                near=self.camera_near_plane,
+                far=self.camera_far_plane,
+                field=field,
+            )
+        return image_view(buf, width, height, field)  # normals, flow: every channel sent, as 5.0.0
+
+    def _agent_frame(self, attr: str):
+        try:
+            return self._decoded[attr]
+        except KeyError:
+            field = AGENT_FRAME_FIELDS[attr]
+            buf = self._images.get(field)
+            value = None if buf is None else self._decode(attr, buf, field)
+            self._decoded[attr] = value
+            return value
+
+    def _third_party_frames(self, attr: str) -> list:
+        try:
+            return self._decoded[attr]
+        except KeyError:
+            field = THIRD_PARTY_FRAME_FIELDS[attr]
+            value = [
+                self._decode(attr, buf, f"{field}[{i}]")
+                for i, buf in enumerate(self._third_party.get(field, ()))
+            ]
+            self._decoded[attr] = value
+            return value
+
+    frame = _agent_frame_property(
+        "frame", "RGB ``(H, W, 3)`` uint8, top-down; alpha of RGBA32 players dropped. View."
+    )
+    depth_frame = _agent_frame_property(
+        "depth_frame", "Depth ``(H, W)`` float32 in the controller's depth format (default metres)."
+    )
+    normals_frame = _agent_frame_property(
+        "normals_frame", "Normals image ``(H, W, C)`` uint8, channels as sent. View."
+    )
+    flow_frame = _agent_frame_property(
+        "flow_frame", "Optical flow image ``(H, W, C)`` uint8, channels as sent. View."
+    )
+    instance_segmentation_frame = _agent_frame_property(
+        "instance_segmentation_frame", "Instance colors ``(H, W, 3)`` uint8. View."
+    )
+    semantic_segmentation_frame = _agent_frame_property(
+        "semantic_segmentation_frame", "Class colors ``(H, W, 3)`` uint8. View."
+    )
+    third_party_camera_frames = _third_party_property(
+        "third_party_camera_frames",
+        "RGB ``(H, W, 3)`` per third-party camera (5.0.0 kept 4 channels on RGBA).",
+    )
+    third_party_depth_frames = _third_party_property(
+        "third_party_depth_frames", "Depth per third-party camera."
+    )
+    third_party_normals_frames = _third_party_property("third_party_normals_frames", "Normals per camera.")
+    third_party_flow_frames = _third_party_property(
+        "third_party_flow_frames", "Flow per camera (5.0.0 never decoded these: field name mismatch)."
+    )
+    third_party_instance_segmentation_frames = _third_party_property(
+        "third_party_instance_segmentation_frames", "Instance colors per camera."
+    )
+    third_party_semantic_segmentation_frames = _third_party_property(
+        "third_party_semantic_segmentation_frames", "Class colors per camera."
+    )
+
+    @property
+    def flows_frame(self):
+        """Alias of :attr:`flow_frame` (where 5.0.0 actually stored flow)."""
+        return self.flow_frame
+
+    @property
+    def third_party_flows_frames(self) -> list:
+        """Alias of :attr:`third_party_flow_frames` (5.0.0's name)."""
+        return self.third_party_flow_frames
+
+    @property
+    def class_segmentation_frame(self):
+        """Deprecated name of :attr:`semantic_segmentation_frame`."""
+        return self.semantic_segmentation_frame
+
+    @property
+    def cv2img(self):
+        """:attr:`frame` as BGR for OpenCV (view)."""
+        frame = self.frame
+        return None if frame is None else frame[..., ::-1]
+
+    def cv2image(self):
+        return self.cv2img
+
+    # -- colors, masks, detections ------------------------------------------------------------------------
+
+    def _cached(self, name: str, compute):
+        try:
+            return self._derived[name]
+        except KeyError:
+            value = self._derived[name] = compute()
+            return value
+
+    def _colors(self) -> list:
+        return self.metadata.get("colors") or []
+
+    @property
+    def color_to_object_id(self) -> dict[tuple, str]:
+        """``(r, g, b)`` -> name, from ``metadata["colors"]``."""
+        return self._cached(
+            "color_to_object_id", lambda: {tuple(c["color"]): c["name"] for c in self._colors()}
+        )
+
+    @property
+    def object_id_to_color(self) -> dict[str, tuple]:
+        """name -> ``(r, g, b)``, from ``metadata["colors"]``."""
+        return self._cached(
+            "object_id_to_color", lambda: {c["name"]: tuple(c["color"]) for c in self._colors()}
+        )
+
+    def _segmentation(self, name: str, frame):
+        return self._cached(
+            name, lambda: None if frame is None else SegmentationColors(frame, self._colors())
+        )
+
+    def _agent_segmentation(self):
+        return self._segmentation("segmentation", self.instance_segmentation_frame)
+
+    @property
+    def instance_masks(self):
+        """objectId -> bool ``(H, W)`` for visible instances (``{}`` without an instance segmentation image)."""
+        seg = self._agent_segmentation()
+        return self._cached("instance_masks", lambda: {} if seg is None else InstanceMasks(seg))
+
+    @property
+    def class_masks(self):
+        """objectType -> bool ``(H, W)``; ``"background"`` for colors not in the metadata."""
+        seg = self._agent_segmentation()
+        return self._cached("class_masks", lambda: {} if seg is None else ClassMasks(seg))
+
+    @property
+    def instance_detections2D(self):
+        """objectId -> ``(x0, y0, x1, y1)`` inclusive, top-down (None without instance segmentation)."""
+        masks = self.instance_masks
+        return self._cached(
+            "instance_detections2D", lambda: InstanceDetections2D(masks) if masks != {} else None
+        )
+
+    @property
+    def class_detections2D(self):
+        """objectType -> tuple of boxes (one per visible color of that class)."""
+        seg = self._agent_segmentation()
+        return self._cached("class_detections2D", lambda: {} if seg is None else ClassDetections2D(seg))
+
+    def _third_party_segmentations(self) -> list[SegmentationColors]:
+        frames = self.third_party_instance_segmentation_frames
+        return self._cached(
+            "third_party_segmentation", lambda: [SegmentationColors(f, self._colors()) for f in frames]
+        )
+
+    @property
+    def third_party_instance_masks(self) -> list:
+        return self._cached(
+            "third_party_instance_masks",
+            lambda: [InstanceMasks(s) for s in self._third_party_segmentations()],
+        )
+
+    @property
+    def third_party_class_masks(self) -> list:
+        return self._cached(
+            "third_party_class_masks", lambda: [ClassMasks(s) for s in self._third_party_segmentations()]
+        )
+
+    # -- metadata conveniences (AI2-THOR) --------------------------------------------------------------------
+
+    def __bool__(self) -> bool:
+        return bool(self.metadata.get("lastActionSuccess", False))
+
+    def __repr__(self) -> str:
+        meta = self.metadata
+        action_return = str(meta.get("actionReturn"))
+        if len(action_return) > 100:
+            action_return = action_return[:100] + "..."
+        present = [
+            attr
+            for attr, field in AGENT_FRAME_FIELDS.items()
+            if field in self._images or attr in self._decoded and self._decoded[attr] is not None
+        ]
+        return (
+            f"<unirender Event lastAction={meta.get('lastAction')!r} "
+            f"lastActionSuccess={meta.get('lastActionSuccess')!r} "
+            f"errorMessage={str(meta.get('errorMessage') or '').replace(chr(10), ' ')!r} "
+            f"actionReturn={action_return} size={self.screen_width}x{self.screen_height} "
+            f"frames={present}>"
+        )
+
+    @property
+    def pose(self) -> tuple[int, int, int, int]:
+        agent = self.metadata["agent"]
+        loc = agent["position"]
+        return (
+            round(loc["x"] * 1000),
+            round(loc["z"] * 1000),
+            round(agent["rotation"]["y"] * 1000),
+            round(agent["cameraHorizon"] * 1000),
+        )
+
+    @property
+    def pose_discrete(self) -> tuple[int, int, int, int]:
+        step_size = 0.25  # AI2-THOR's fixed value
+        agent = self.metadata["agent"]
+        loc = agent["position"]
+        return (
+            int(loc["x"] / step_size),
+            int(loc["z"] / step_size),
+            int(agent["rotation"]["y"] / 90.0),
+            int(round(agent["cameraHorizon"])),
+        )
+
+    def get_object(self, object_id: str) -> dict | None:
+        for obj in self.metadata.get("objects") or ():
+            if obj.get("objectId") == object_id:
+                return obj
+        return None
+
+    def objects_by_type(self, object_type: str) -> list[dict]:
+        return [obj for obj in self.metadata.get("objects") or () if obj.get("objectType") == object_type]
+
+    # -- arrays in, arrays out ---------------------------------------------------------------------------------
+
+    def frames(self) -> dict[str, np.ndarray]:
+        """Every modality present, decoded, keyed by attribute name (``frame``, ``depth_frame``, ...).
+
+        Third-party lists are stacked into one ``(N, H, W, ...)`` array (a copy) under their list's name.
+        """
+        out: dict[str, np.ndarray] = {}
+        for attr in AGENT_FRAME_FIELDS:
+            value = self._agent_frame(attr)
+            if value is not None:
+                out[attr] = value
+        for attr in THIRD_PARTY_FRAME_FIELDS:
+            value = self._third_party_frames(attr)
+            if value:
+                out[attr] = np.stack(value)
+        return out
+
+    @classmethod
+    def from_frames(cls, metadata: dict, frames: dict[str, np.ndarray], **kwargs) -> Event:
+        """An event from already decoded arrays (as :meth:`frames` returns; lists also accepted for third-party
+        modalities). Arrays are used as given: no flip, no depth conversion."""
+        event = cls(metadata, **kwargs)
+        event._set_frames(frames)
+        return event
+
+    def _set_frames(self, frames: dict) -> None:
+        for name, value in frames.items():
+            attr = _FRAME_ALIASES.get(name, name)
+            if attr in AGENT_FRAME_FIELDS:
+                self._decoded[attr] = None if value is None else np.asarray(value)
+            elif attr in THIRD_PARTY_FRAME_FIELDS:
+                self._decoded[attr] = [np.asarray(v) for v in value] if value is not None else []
+            else:
+                raise ValueError(
+                    f"unknown frame name {name!r}; expected one of "
+                    f"{sorted([*AGENT_FRAME_FIELDS, *THIRD_PARTY_FRAME_FIELDS])}"
+                )
+        if self.screen_width is None or self.screen_height is None:
+            for value in self._decoded.values():
+                shaped = value[0] if isinstance(value, list) and value else value
+                if isinstance(shaped, np.ndarray) and shaped.ndim >= 2:
+                    self.screen_height, self.screen_width = shaped.shape[:2]
+                    break
+        self._derived.clear()
+
+    def __getstate__(self) -> dict:
+        return {
+            "metadata": dict(self.metadata),
+            "frames": self.frames(),
+            "depth_format": self.depth_format.name,
+            "camera_near_plane": self.camera_near_plane,
+            "camera_far_plane": self.camera_far_plane,
+        }
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(
+            state["metadata"],
+            depth_format=state["depth_format"],
+            camera_near_plane=state["camera_near_plane"],
+            camera_far_plane=state["camera_far_plane"],
+        )
+        self._set_frames(state["frames"])
+
+
+class MultiAgentEvent:
+    """Events of all agents; ``metadata`` and image attributes are the active agent's, ``events`` all of them.
+
+    (5.0.0 left ``third_party_camera_frames`` empty here; this delegates it to the active agent's event.)
+    """
+
+    def __init__(self, active_agent_id: int, events: list[Event]):
+        if not isinstance(active_agent_id, int) or not 0 <= active_agent_id < len(events):
+            raise MetadataError(f"activeAgentId {active_agent_id!r} is not one of the {len(events)} agents")
+        self.active_agent_id = active_agent_id
+        self.events = events
+        self._active_event = events[active_agent_id]
+        self.metadata = self._active_event.metadata
+        self.screen_width = self._active_event.screen_width
+        self.screen_height = self._active_event.screen_height
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._active_event, name)
+
+    def __bool__(self) -> bool:
+        return bool(self._active_event)
+
+    def __repr__(self) -> str:
+        return f"<unirender MultiAgentEvent active={self.active_agent_id} of {len(self.events)}: {self._active_event!r}>"
+
+
+def build_event(
+    payload: Payload,
+    *,
+    depth_format: DepthFormat | str = "Meters",
+    camera_near_plane: float = 0.1,
+    camera_far_plane: float = 20.0,
+) -> Event | MultiAgentEvent:
+    """One event per agent from a payload (spec 5.2); one agent -> ``Event``, several -> ``MultiAgentEvent``.
+
+    Agent buffer lists are indexed by agent, third-party lists by camera (attached to every agent's event).
+    Sizes are checked here; pixels are decoded on access.
+    """
+    metadata = payload.metadata
+    agents = metadata.get("agents")
+    if not isinstance(agents, list) or not agents:
+        raise MetadataError("metadata must have a non-empty 'agents' list (MultiAgentMetadata, spec 5.4)")
+    agent_fields = set(AGENT_FRAME_FIELDS.values())
+    third_party: dict[str, list[memoryview]] = {}
+    per_agent: dict[str, list[memoryview]] = {}
+    for field, bufs in payload.files.items():
+        field = _FIELD_ALIASES.get(field, field)
+        if field in agent_fields:
+            if len(bufs) != len(agents):
+                raise ImageSizeError(
+                    f"image field {field!r}: {len(bufs)} buffer(s) for {len(agents)} agent(s)",
+                    field=field,
+                    expected=len(agents),
+                    got=len(bufs),
+                )
+            per_agent[field] = bufs
+        elif field in _THIRD_PARTY_FIELD_NAMES:
+            third_party[field] = bufs
+        # other names (future Unity fields) are ignored, as 5.0.0 does
+    options = {
+        "depth_format": depth_format,
+        "camera_near_plane": camera_near_plane,
+        "camera_far_plane": camera_far_plane,
+    }
+    events = [
+        Event(agent, {field: bufs[i] for field, bufs in per_agent.items()}, third_party, **options)
+        for i, agent in enumerate(agents)
+    ]
+    if len(events) == 1:
+        return events[0]
+    return MultiAgentEvent(metadata.get("activeAgentId", 0), events)
+
+
+__all__ = [
+    "AGENT_FRAME_FIELDS",
+    "THIRD_PARTY_FRAME_FIELDS",
+    "Event",
+    "MetadataWrapper",
+    "MultiAgentEvent",
+    "build_event",
+]
