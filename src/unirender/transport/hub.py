@@ -1,0 +1,218 @@
+"""``PlayerHub``: one WSGI endpoint (``/train``, ``/ping``) for many players, each routed to its session by token.
+
+The hub either serves itself (waitress, in a thread, on 127.0.0.1 and an ephemeral port) or is mounted into
+another WSGI application as ``hub.wsgi_app`` (the service mounts it so players reach the service's own port; then
+``PlayerHub(address=(host, port))`` says where that is, for ``AI2THOR_HOST``/``AI2THOR_PORT``).
+
+Why waitress and how it is tuned (``shared/docs/serving-and-scale.md``): it keeps HTTP/1.1 connections alive and
+never adds ``Connection: close`` (werkzeug's server does, which breaks Unity); every ``/train`` blocks a worker
+thread until the controller's next action, so threads = 2 x players + 4; frames of several MiB must stay in memory
+(``outbuf_overflow``/``inbuf_overflow``), and an idle Unity socket between episodes must not be dropped
+(``channel_timeout``).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from typing import TYPE_CHECKING
+
+from unirender.protocol import ProtocolError
+from unirender.protocol.multipart import parse_form, payload_parts_from_form
+
+if TYPE_CHECKING:
+    from unirender.transport.wsgi import WsgiServer
+
+log = logging.getLogger(__name__)
+
+_BUFFER_OVERFLOW = 64 * 1024 * 1024  # 1024x1024 rgb+depth+ids is ~11 MiB; 4 such payloads stay in memory
+_RECV_BYTES = 256 * 1024  # waitress reads 8 KiB per call by default: 1,400 loop turns for one 11 MiB frame
+_IDLE_CHANNEL_TIMEOUT_S = 24 * 3600  # a Unity socket idles between episodes; waitress only closes idle ones
+
+
+def _quick_ack_channel_class():
+    """waitress's channel, ACKing every read at once.
+
+    Unity sends the request head and the body in two ``Send`` calls on a socket without ``NoDelay``: Nagle holds
+    the body until the head is ACKed, and Linux delays that ACK (up to 40 ms) hoping to piggyback it on a response
+    that cannot come before the body. ``TCP_QUICKACK`` after each read sends the ACK now.
+    """
+    from waitress.channel import HTTPChannel
+
+    quickack = getattr(socket, "TCP_QUICKACK", None)
+
+    class QuickAckChannel(HTTPChannel):
+        def handle_read(self):
+            super().handle_read()
+            if quickack is not None and self.socket is not None:
+                try:
+                    self.socket.setsockopt(socket.IPPROTO_TCP, quickack, 1)
+                except OSError:
+                    pass
+
+    return QuickAckChannel
+
+
+def _plain(start_response, status: str, text: str) -> list[bytes]:
+    body = text.encode("ascii", "replace")
+    start_response(status, [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+class PlayerHub:
+    """Routes ``POST /train`` by the form's ``token`` to the registered :class:`WsgiServer`.
+
+    ``PlayerHub()`` serves itself after :meth:`start`; ``PlayerHub(address=(host, port))`` is mounted elsewhere.
+    """
+
+    def __init__(self, address: tuple[str, int] | None = None, *, host: str = "127.0.0.1", port: int = 0,
+                 max_players: int = 8, owner: WsgiServer | None = None):  # fmt: skip
+        self._external_address = address
+        self.host, self.port = host, port
+        self.max_players = max_players
+        self._owner = owner  # a private hub reports unroutable requests to its only channel
+        self._channels: dict[str, WsgiServer] = {}
+        self._lock = threading.Lock()
+        self._server = None
+        self._thread: threading.Thread | None = None
+        self.rejected_tokens = 0  # requests answered 403
+        self.bad_requests = 0  # requests answered 400
+
+    # -- serving ------------------------------------------------------------------------------------------
+    @property
+    def address(self) -> tuple[str, int]:
+        """``(host, port)`` players connect to (an IP literal: Unity uses ``IPAddress.Parse``)."""
+        if self._external_address is not None:
+            return self._external_address
+        if self._server is None:
+            raise RuntimeError("PlayerHub.address before start()")
+        return self.host, int(self._server.effective_port)
+
+    @property
+    def serving(self) -> bool:
+        return self._server is not None
+
+    def start(self) -> PlayerHub:
+        """Serve with waitress in a daemon thread (no-op for a mounted hub or when already serving)."""
+        if self._external_address is not None or self._server is not None:
+            return self
+        from waitress import create_server
+
+        self._server = create_server(
+            self.wsgi_app,
+            host=self.host,
+            port=self.port,
+            threads=2 * self.max_players + 4,
+            outbuf_overflow=_BUFFER_OVERFLOW,
+            inbuf_overflow=_BUFFER_OVERFLOW,
+            channel_timeout=_IDLE_CHANNEL_TIMEOUT_S,
+            recv_bytes=_RECV_BYTES,
+            ident="unirender",
+            expose_tracebacks=False,
+        )
+        self._server.channel_class = _quick_ack_channel_class()
+        self._thread = threading.Thread(target=self._server.run, name="unirender-player-hub", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Release every blocked request, stop waitress, close all its sockets. Idempotent."""
+        with self._lock:
+            channels = list(self._channels.values())
+            self._channels.clear()
+        for channel in channels:
+            channel._release_pending()
+        server, self._server = self._server, None
+        if server is None:
+            return
+        from waitress import wasyncore
+
+        server.task_dispatcher.shutdown(timeout=2)
+        # Close every socket (listener, keep-alive channels) from inside the loop thread, so its poll ends now.
+        try:
+            server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
+        except OSError:
+            wasyncore.close_all(server._map)
+        if self._thread is not None:
+            self._thread.join(5)
+            if self._thread.is_alive():  # pragma: no cover - the loop only ends once its map is empty
+                wasyncore.close_all(server._map)
+                self._thread.join(5)
+            self._thread = None
+
+    def __enter__(self) -> PlayerHub:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- routing ------------------------------------------------------------------------------------------
+    def register(self, channel: WsgiServer) -> None:
+        with self._lock:
+            self._channels[channel.client_token] = channel
+
+    def unregister(self, channel: WsgiServer) -> None:
+        with self._lock:
+            if self._channels.get(channel.client_token) is channel:
+                del self._channels[channel.client_token]
+
+    def wsgi_app(self, environ, start_response):
+        """The WSGI application: ``GET /ping`` -> ``pong``; ``POST /train`` -> the next action for that player."""
+        path = environ.get("PATH_INFO") or "/"
+        method = environ.get("REQUEST_METHOD", "GET")
+        if path == "/ping":
+            return _plain(start_response, "200 OK", "pong")
+        if path != "/train":
+            return _plain(start_response, "404 Not Found", f"no route {path}; players POST /train")
+        if method != "POST":
+            return _plain(start_response, "405 Method Not Allowed", "/train takes POST")
+        try:
+            length = int(environ.get("CONTENT_LENGTH") or "")
+        except ValueError:
+            return self._bad(start_response, "411 Length Required", "POST /train needs a Content-Length", None)
+        body = _read_body(environ["wsgi.input"], length)
+        if len(body) != length:
+            return self._bad(start_response, "400 Bad Request", "request body shorter than Content-Length", None)
+        token = None
+        try:
+            fields, files = parse_form(environ.get("CONTENT_TYPE"), body)
+            token = (fields.get("token") or [None])[0]
+            metadata, files, token = payload_parts_from_form(fields, files)
+        except ProtocolError as exc:
+            return self._bad(start_response, "400 Bad Request", f"bad /train form: {exc}", token, exc)
+        channel = self._channels.get(token) if token is not None else None
+        if channel is None:
+            self.rejected_tokens += 1
+            log.warning("rejected POST /train with an unknown client token")
+            if self._owner is not None:
+                self._owner._reject(f"the player sent a wrong client token {token!r} (answered 403)")
+            return _plain(start_response, "403 Forbidden", "unknown client token")
+        reply = channel._exchange(metadata, files)
+        if reply is None:  # the session is stopping: an action-less body, as 5.0.0's stop() sends
+            reply = b"{}"
+        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(reply)))])
+        return [reply]
+
+    def _bad(self, start_response, status: str, text: str, token: str | None, exc: Exception | None = None):
+        self.bad_requests += 1
+        channel = self._channels.get(token) if token is not None else self._owner
+        if channel is not None:
+            channel._fail(exc if exc is not None else ProtocolError(text))
+        return _plain(start_response, status, text)
+
+
+def _read_body(stream, length: int) -> bytes:
+    """Exactly ``length`` bytes (fewer only if the client stopped sending): ``bytes``, so parsing is zero-copy."""
+    data = stream.read(length)
+    if len(data) == length:
+        return data
+    chunks = [data]
+    got = len(data)
+    while got < length:
+        chunk = stream.read(length - got)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)

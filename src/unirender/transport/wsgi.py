@@ -1,0 +1,158 @@
+"""WSGI transport (spec 2): the player POSTs its result to ``/train``; the response body is our next action.
+
+A :class:`WsgiServer` is one player's channel on a :class:`PlayerHub`. The hub's request thread hands the parsed
+form over and blocks on a per-request reply slot; :meth:`WsgiServer.receive` takes the form, :meth:`send` fills
+that slot, so an action can never go to a later request than the one it answers (the long-poll gotcha of
+``serving-and-scale.md``). A Reset's new TCP connection simply arrives as the next request.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+
+from unirender.errors import PlayerError
+from unirender.protocol import Payload
+from unirender.protocol.state import encode_json_action
+from unirender.transport.base import WATCH_PERIOD_S, Transport, deadline_after
+from unirender.transport.hub import PlayerHub
+
+_RELEASE = None  # reply-slot value that ends a blocked request without an action (session stopping)
+_REPLY_CHECK_S = 1.0
+
+
+class _Reply:
+    """The response slot of one blocked ``POST /train``."""
+
+    __slots__ = ("slot",)
+
+    def __init__(self) -> None:
+        self.slot: queue.SimpleQueue = queue.SimpleQueue()
+
+
+class WsgiServer(Transport):
+    """Python's end of the WSGI transport for one player, on its own hub or on a shared one (``hub=``)."""
+
+    server_type = "WSGI"
+
+    def __init__(self, *, hub: PlayerHub | None = None, host: str = "127.0.0.1", port: int = 0):
+        super().__init__()
+        self._own_hub = hub is None
+        self.hub = hub if hub is not None else PlayerHub(host=host, port=port, max_players=1, owner=self)
+        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._reply: _Reply | None = None  # the request our next send() answers
+        self._waiting: set[_Reply] = set()
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._started = False
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        self._stopped = False
+        if self._own_hub:
+            self.hub.start()
+        self.hub.register(self)
+
+    def player_env(self) -> dict[str, str]:
+        host, port = self.hub.address
+        return {
+            "AI2THOR_SERVER_TYPE": "WSGI",
+            "AI2THOR_HOST": str(host),
+            "AI2THOR_PORT": str(port),
+            "AI2THOR_CLIENT_TOKEN": self.client_token,
+        }
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.hub.address
+
+    def stop(self) -> None:
+        """Unregister, release a blocked request, and close the hub if it is ours. Idempotent."""
+        self._stopped = True
+        self.hub.unregister(self)
+        self._release_pending()
+        if self._own_hub:
+            self.hub.close()
+        self._close_pidfd()
+        self._started = False
+
+    # -- Python -> player ---------------------------------------------------------------------------------
+    def send(self, action: dict) -> dict:
+        reply = self._reply
+        if reply is None:
+            raise RuntimeError("WsgiServer.send() without a pending /train request: receive() first")
+        prepared = self._prepare(action)
+        self._reply = None
+        reply.slot.put(encode_json_action(prepared))
+        return prepared
+
+    # -- player -> Python ---------------------------------------------------------------------------------
+    def receive(self, timeout: float | None) -> Payload:
+        if not self._started:
+            raise RuntimeError("WsgiServer.receive() before start()")
+        deadline = deadline_after(timeout)
+        inbox = self._inbox
+        while True:
+            wait = WATCH_PERIOD_S
+            if deadline is not None:
+                wait = min(wait, max(0.0, deadline - time.monotonic()))
+            try:
+                item = inbox.get(timeout=wait)
+            except queue.Empty:
+                if self._exited():
+                    what = "exited" if self.protocol.previous else "exited before connecting"
+                    raise self._crash_error(what) from None
+                if deadline is not None and time.monotonic() >= deadline:
+                    connected = self.protocol.previous is not None
+                    what = "did not answer" if connected else "did not connect (no POST /train)"
+                    raise self._timeout_error(what, timeout) from None
+                continue
+            kind, value, files, reply = item
+            if kind == "error":
+                raise value
+            if kind == "rejected":
+                process = self.process
+                raise PlayerError(
+                    f"{value}; the player is not trusted",
+                    log_path=process.log_path if process else None,
+                    log_tail=process.log_tail() if process else "",
+                )
+            self._reply = reply
+            return self.protocol.accept(value, files)
+
+    # -- called from the hub's request threads ------------------------------------------------------------
+    def _exchange(self, metadata: dict, files) -> bytes | None:
+        """Hand one request to the controller and block until its action (None: released by stop())."""
+        reply = _Reply()
+        with self._lock:
+            if self._stopped:
+                return _RELEASE
+            self._waiting.add(reply)
+        try:
+            self._inbox.put(("payload", metadata, files, reply))
+            while True:
+                try:
+                    return reply.slot.get(timeout=_REPLY_CHECK_S)
+                except queue.Empty:
+                    if self._stopped:
+                        return _RELEASE
+        finally:
+            with self._lock:
+                self._waiting.discard(reply)
+
+    def _fail(self, exc: Exception) -> None:
+        self._inbox.put(("error", exc, None, None))
+
+    def _reject(self, message: str) -> None:
+        self._inbox.put(("rejected", message, None, None))
+
+    def _release_pending(self) -> None:
+        with self._lock:
+            waiting = list(self._waiting)
+        for reply in waiting:
+            reply.slot.put(_RELEASE)
+        self._reply = None
