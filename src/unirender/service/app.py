@@ -174,6 +174,8 @@ class ServiceApp:
             response = exc.response()
         except HTTPException as exc:
             response = from_http_exception(exc).response()
+        except wire.UnsupportedMediaType as exc:
+            response = ApiError(415, "unsupported_media_type", str(exc)).response()
         except wire.WireError as exc:
             response = ApiError(400, "malformed_body", str(exc)).response()
         except Exception as exc:  # noqa: BLE001 - every error leaves as JSON, never a traceback page

@@ -37,6 +37,10 @@ class WireError(ValueError):
     """A body could not be decoded; the message says what was wrong."""
 
 
+class UnsupportedMediaType(WireError):
+    """The request's Content-Type is neither JSON nor msgpack."""
+
+
 # -- request bodies ----------------------------------------------------------------------------------------
 
 
@@ -56,7 +60,7 @@ def decode_request_body(content_type: str | None, body: bytes) -> dict:
         except Exception as exc:  # msgpack raises several unrelated types
             raise WireError(f"malformed msgpack body: {type(exc).__name__}: {exc}") from None
     else:
-        raise WireError(f"unsupported request Content-Type {mime!r}; use {JSON} or {MSGPACK}")
+        raise UnsupportedMediaType(f"unsupported request Content-Type {mime!r}; use {JSON} or {MSGPACK}")
     if not isinstance(value, dict):
         raise WireError(f"the request body must be an object, not {type(value).__name__}")
     return value

@@ -1,0 +1,236 @@
+"""App-level tests through werkzeug's test Client: auth, limits, errors, negotiation, OpenAPI, paths.
+
+The app has a real LocalBackend; nothing here launches a player (every request is refused before that), so
+the module is fast. Sessions with players are in test_server.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import msgpack
+import pytest
+from werkzeug.test import Client
+
+from unirender.service import create_app
+from unirender.service.config import ServiceConfig, load_config, parse_tokens
+from unirender.service.limits import PlayerSlots, TokenBucket
+from unirender.service.paths import resolve_output_dir
+
+ALICE, BOB = "alice-token-123", "bob-token-456"
+AUTH_A = {"Authorization": f"Bearer {ALICE}"}
+AUTH_B = {"Authorization": f"Bearer {BOB}"}
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory):
+    config = ServiceConfig(
+        tokens={"alice": ALICE, "bob": BOB},
+        data_root=tmp_path_factory.mktemp("data"),
+        limits={"body_bytes": 4096, "pixels": 640 * 480},
+    )
+    app = create_app(config)
+    yield app
+    app.shutdown(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def client(app):
+    return Client(app)
+
+
+def error_of(resp, status: int) -> dict:
+    assert resp.status_code == status, resp.get_data(as_text=True)
+    assert resp.mimetype == "application/json"
+    err = resp.get_json()["error"]
+    assert isinstance(err["message"], str) and err["message"]
+    return err
+
+
+# -- public endpoints ----------------------------------------------------------------------------------------
+
+
+def test_health_and_readiness_need_no_token(client):
+    assert client.get("/healthz").get_json() == {"status": "ok"}
+    ready = client.get("/readyz").get_json()
+    assert ready["status"] == "ready" and ready["player_slots"] == 8
+
+
+def test_openapi_lists_every_client_route_and_validates(client):
+    import schemathesis
+
+    doc = client.get("/openapi.json").get_json()
+    operations = schemathesis.openapi.from_dict(doc).get_all_operations()
+    labels = {result.ok().label for result in operations}  # ok() raises on an operation it cannot load
+    assert "POST /v1/sessions/{session_id}/step" in labels and len(labels) == 16
+    assert {"/v1/sessions", "/v1/sessions/{session_id}/step", "/v1/render", "/v1/jobs"} <= set(doc["paths"])
+    assert "/train" not in doc["paths"]  # the players' route is not part of the client API
+    assert doc["security"] == [{"bearer": []}]
+    page = client.get("/docs")
+    assert page.status_code == 200 and b"/v1/sessions/{session_id}/step" in page.data
+
+
+def test_metrics_exposition(client):
+    client.get("/v1/sessions", headers=AUTH_A)
+    text = client.get("/metrics").get_data(as_text=True)
+    for name in ("unirender_sessions", "unirender_step_seconds_bucket", "unirender_player_restarts_total",
+                 "unirender_http_requests_total"):
+        assert name in text
+    assert 'unirender_http_requests_total{route="list_sessions",status="200"}' in text
+
+
+# -- auth ------------------------------------------------------------------------------------------------------
+
+
+def test_missing_token_is_401(client):
+    err = error_of(client.get("/v1/sessions"), 401)
+    assert err["code"] == "missing_token"
+
+
+@pytest.mark.parametrize("header", ["Bearer nope", "Basic YWxpY2U6eA==", "Bearer ", ALICE])
+def test_wrong_token_is_401(client, header):
+    resp = client.get("/v1/sessions", headers={"Authorization": header})
+    assert error_of(resp, 401)["code"] == "invalid_token"
+    assert resp.headers["WWW-Authenticate"].startswith("Bearer")
+
+
+def test_each_token_sees_only_its_own(client):
+    assert client.get("/v1/sessions", headers=AUTH_A).get_json() == {"sessions": []}
+    assert error_of(client.get("/v1/sessions/s1-deadbeef", headers=AUTH_B), 404)["code"] == "session_not_found"
+    assert error_of(client.get("/v1/jobs/jdeadbeef", headers=AUTH_B), 404)["code"] == "job_not_found"
+
+
+def test_no_tokens_means_anonymous_access(tmp_path):
+    app = create_app(ServiceConfig(data_root=tmp_path), start=False)
+    try:
+        assert Client(app).get("/v1/sessions").get_json() == {"sessions": []}
+    finally:
+        app.shutdown(timeout=5)
+
+
+# -- errors ----------------------------------------------------------------------------------------------------
+
+
+def test_unknown_route_and_method_are_json(client):
+    assert error_of(client.get("/v2/nothing", headers=AUTH_A), 404)["code"] == "not_found"
+    resp = client.put("/v1/sessions", headers=AUTH_A)
+    assert error_of(resp, 405)["code"] == "method_not_allowed"
+    assert "POST" in resp.headers["Allow"]
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "status", "code"),
+    [
+        ("application/json", b"{not json", 400, "malformed_body"),
+        ("application/json", b"[1, 2]", 400, "malformed_body"),
+        ("application/json", b"\xff\xfe", 400, "malformed_body"),
+        ("application/x-msgpack", b"\xc1\xc1\xc1", 400, "malformed_body"),
+        ("application/x-msgpack", msgpack.packb([1, 2]), 400, "malformed_body"),
+        ("text/plain", b"hello", 415, "unsupported_media_type"),
+    ],
+)
+def test_malformed_bodies(client, content_type, body, status, code):
+    resp = client.post("/v1/sessions", data=body, headers={**AUTH_A, "Content-Type": content_type})
+    assert error_of(resp, status)["code"] == code
+
+
+def test_oversized_body_is_413(client):
+    body = json.dumps({"environment": {"initialize": {"pad": "x" * 5000}}})
+    resp = client.post("/v1/sessions", data=body, headers={**AUTH_A, "Content-Type": "application/json"})
+    assert error_of(resp, 413)["code"] == "body_too_large"
+
+
+def test_invalid_spec_reports_key_paths(client):
+    resp = client.post("/v1/sessions", json={"environment": {"width": -3, "bogus": 1}}, headers=AUTH_A)
+    err = error_of(resp, 422)
+    assert err["code"] == "invalid_spec"
+    paths = {e["path"] for e in err["errors"]}
+    assert {"environment.width", "environment.bogus"} <= paths
+
+
+def test_msgpack_request_bodies_are_accepted(client):
+    body = msgpack.packb({"environment": {"width": 5000, "height": 5000}})
+    resp = client.post("/v1/sessions", data=body, headers={**AUTH_A, "Content-Type": "application/x-msgpack"})
+    assert error_of(resp, 422)["code"] == "resolution_too_large"
+
+
+def test_executable_must_be_allowed(client):
+    resp = client.post("/v1/sessions", json={"environment": {"executable": "/bin/sh"}}, headers=AUTH_A)
+    assert error_of(resp, 403)["code"] == "executable_not_allowed"
+
+
+def test_unacceptable_accept_header_is_406(client):
+    resp = client.post("/v1/sessions/s1-x/step", json={"action": "Pass"},
+                       headers={**AUTH_A, "Accept": "text/html"})
+    assert error_of(resp, 406)["code"] == "not_acceptable"
+
+
+def test_step_needs_an_action_name(client):
+    resp = client.post("/v1/sessions/s1-x/step", json={"degrees": 90}, headers=AUTH_A)
+    assert error_of(resp, 400)["code"] == "invalid_action"
+
+
+# -- jobs: paths cannot escape the data root ---------------------------------------------------------------
+
+
+def _job(directory: str) -> dict:
+    return {"episodes": [{"scene": "FloorPlan1", "actions": ["Pass"]}], "output": {"directory": directory}}
+
+
+@pytest.mark.parametrize("directory", ["../escape", "/etc/unirender", "a/../../b", "~root/x", "a\\..\\b"])
+def test_job_output_cannot_escape_data_root(client, directory):
+    resp = client.post("/v1/jobs", json=_job(directory), headers=AUTH_A)
+    assert error_of(resp, 422)["code"] in ("path_outside_data_root", "invalid_spec")
+
+
+def test_job_output_symlink_out_of_data_root_is_refused(app, client, tmp_path):
+    owner = app.owner_data_dir("alice")
+    owner.mkdir(parents=True, exist_ok=True)
+    link = owner / "sneaky"
+    if not link.exists():
+        os.symlink(tmp_path, link)
+    resp = client.post("/v1/jobs", json=_job("sneaky/out"), headers=AUTH_A)
+    assert error_of(resp, 422)["code"] == "path_outside_data_root"
+
+
+def test_resolve_output_dir_stays_inside(tmp_path):
+    out = resolve_output_dir(tmp_path, "alice", "runs/one")
+    assert out == (tmp_path / "alice" / "runs" / "one").resolve()
+    assert resolve_output_dir(tmp_path, "../../x", "a").is_relative_to(tmp_path.resolve())
+
+
+# -- limiters and config ---------------------------------------------------------------------------------------
+
+
+def test_token_bucket_limits_rate():
+    now = [0.0]
+    bucket = TokenBucket(2.0, clock=lambda: now[0])
+    assert bucket.take() == 0.0 and bucket.take() == 0.0
+    wait = bucket.take()
+    assert wait == pytest.approx(0.5)
+    now[0] += 0.5
+    assert bucket.take() == 0.0
+
+
+def test_player_slots():
+    slots = PlayerSlots(2)
+    slots.acquire(2)
+    with pytest.raises(Exception) as info:
+        slots.acquire()
+    assert info.value.status == 503 and info.value.code == "capacity_exhausted"
+    slots.release()
+    slots.acquire()
+
+
+def test_load_config_file_and_env(tmp_path, monkeypatch):
+    path = tmp_path / "service.yaml"
+    path.write_text("port: 9000\ntokens: [abc]\nlimits:\n  sessions_per_token: 2\n")
+    monkeypatch.setenv("UNIRENDER_TOKENS", "carol=xyz")
+    config = load_config(path)
+    assert config.port == 9000 and config.limits.sessions_per_token == 2
+    assert config.tokens == {"token0": "abc", "carol": "xyz"}
+    assert parse_tokens("a=1, 2") == {"a": "1", "env1": "2"}
+    path.write_text("limits: {sessions_per_token: 0}\n")
+    with pytest.raises(ValueError, match="sessions_per_token"):
+        load_config(path)
