@@ -139,9 +139,9 @@ class Linux64(Platform):
 
     def dependency_instructions(self, request: PlatformRequest) -> str:
         return (
-            "Linux64 requires an X11 server with GLX (depth 24, screen >= "
-            f"{request.width}x{request.height}). unirender starts a virtual one (Xvfb, software GL) when "
-            f"allowed: {apt_line(self.packages)}. For NVIDIA GPUs run a real Xorg: `unirender xorg-config`."
+            f"Linux64 needs an X server with GLX, depth 24, screen >= {request.width}x{request.height}; "
+            f"for a virtual one (software GL): {apt_line(self.packages)}; "
+            "for NVIDIA GPUs: a real Xorg (`unirender xorg-config`)"
         )
 
 

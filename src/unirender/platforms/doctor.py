@@ -1,0 +1,201 @@
+"""``unirender doctor``: every platform with its status, reasons, devices and install instructions.
+
+``build_report()`` returns plain data (the ``--json`` output); ``render_report()`` draws it with rich.
+"""
+
+from __future__ import annotations
+
+from unirender.errors import PlatformError
+from unirender.platforms import probes
+from unirender.platforms.classes import EGL, PACKAGES, CloudRendering, Linux64, OSXIntel64, WebGL, apt_line
+from unirender.platforms.devices import Device
+from unirender.platforms.request import PlatformRequest
+from unirender.platforms.resolve import VIRTUAL, auto_order
+from unirender.platforms.x11 import find_screen, list_display_numbers, probe_display
+from unirender.platforms.xvfb import ScreenSpec, start_xvfb, xvfb_path
+
+
+def _row(name: str, assessment, request: PlatformRequest, via: str | None = None, scope: str = "") -> dict:
+    a = assessment
+    status = "usable" if a.usable else ("unusable" if a.applicable else "not applicable")
+    return {
+        "platform": name,
+        "via": via,
+        "scope": scope,
+        "status": status,
+        "reasons": list(a.reasons),
+        "notes": list(a.notes),
+        "device": a.device.to_dict() if a.device else None,
+        "devices": [d.to_dict() for d in a.devices],
+        "env": dict(a.env),
+        "args": list(a.args),
+        "instructions": "" if a.usable or not a.applicable else a.platform.dependency_instructions(request),
+    }
+
+
+def _virtual_display_row(request: PlatformRequest, start: bool) -> dict:
+    row = {
+        "platform": "Linux64",
+        "via": VIRTUAL,
+        "scope": "Unity Linux64 builds and the builtin player (GLX)",
+        "status": "unusable",
+        "reasons": [],
+        "notes": [],
+        "device": None,
+        "devices": [],
+        "env": {},
+        "args": [],
+        "instructions": "",
+    }
+    if not xvfb_path():
+        row["reasons"].append("Xvfb is not installed")
+        row["instructions"] = apt_line(PACKAGES["xvfb"])
+        return row
+    if not start:
+        row["status"] = "usable"
+        row["notes"].append("Xvfb found (not started: --no-start)")
+        return row
+    size = ScreenSpec(max(request.width, 1280), max(request.height, 1024))
+    try:
+        with start_xvfb([size]) as display:
+            search = find_screen(request.width, request.height, f"{display.display}.0")
+            glx = probes.run_probes([f"glx={display.display}.0"])[f"glx={display.display}.0"]
+    except PlatformError as exc:
+        row["reasons"].append(f"starting Xvfb failed: {exc}")
+        return row
+    if not search.chosen:
+        row["reasons"].extend(search.reasons)
+        return row
+    if not glx.get("renderer"):
+        row["reasons"].append(f"Xvfb started but GLX cannot create a GL context: {glx.get('error')}")
+        row["instructions"] = apt_line(PACKAGES["xvfb"])
+        return row
+    device = Device("glx", "Xvfb", f"{glx['renderer']} on Xvfb", "cpu", software=bool(glx.get("software")))
+    device.driver = glx.get("version") or ""
+    row.update(status="usable", device=device.to_dict(), devices=[device.to_dict()])
+    row["notes"].append(f"checked by starting Xvfb {size.arg()} with GLX, then stopping it")
+    return row
+
+
+def build_report(
+    width: int = 300, height: int = 300, x_display: str | None = None, start_xvfb: bool = True
+) -> dict:
+    request = PlatformRequest(width=width, height=height, x_display=x_display)
+    builtin = PlatformRequest(width=width, height=height, x_display=x_display, builtin=True)
+    rows = [
+        _row(
+            "CloudRendering",
+            CloudRendering().assess(request),
+            request,
+            scope="Unity CloudRendering builds, builtin player (Vulkan)",
+        ),
+        _row(
+            "Linux64", Linux64().assess(request), request, scope="Unity Linux64 builds, builtin player (GLX)"
+        ),
+    ]
+    if request.system == "Linux" and x_display is None:
+        rows.append(_virtual_display_row(request, start_xvfb))
+        if rows[-1]["status"] == "usable" and rows[1]["status"] != "usable":
+            rows[1]["instructions"] = "nothing to install: unirender starts a virtual display (next row)"
+    rows += [
+        _row("EGL", EGL().assess(builtin), builtin, scope="builtin reference player only (GL without X)"),
+        _row("OSXIntel64", OSXIntel64().assess(request), request, scope="Unity macOS builds"),
+        _row("WebGL", WebGL().assess(request), request, scope="Unity browser builds"),
+    ]
+    displays = []
+    for number in list_display_numbers():
+        p = probe_display(number, width, height)
+        displays.append({
+            "display": f":{number}",
+            "socket": p.socket_path,
+            "error": p.error,
+            "screens": [
+                {"display": s.display, "width": s.width, "height": s.height, "depth": s.root_depth,
+                 "glx": s.glx, "valid": s.valid, "errors": s.errors}
+                for s in p.screens
+            ],
+        })  # fmt: skip
+    vulkan, egl = probes.vulkan(), probes.egl()
+    usable = {(r["platform"], r["via"]) for r in rows if r["status"] == "usable"}
+
+    def first_auto(req: PlatformRequest) -> str | None:
+        for plat in auto_order(req):
+            if (plat.name, None) in usable:
+                return plat.name
+            if plat.name == "Linux64" and (plat.name, VIRTUAL) in usable:
+                return f"Linux64 ({VIRTUAL})"
+        return None
+
+    return {
+        "request": {"width": width, "height": height, "x_display": x_display, "system": request.system},
+        "platforms": rows,
+        "x_displays": displays,
+        "vulkan": {
+            "loader": vulkan.get("loader"),
+            "error": vulkan.get("error"),
+            "devices": vulkan.get("devices", []),
+        },
+        "egl": {"library": egl.get("library"), "error": egl.get("error"), "devices": egl.get("devices", [])},
+        "auto": {"unity": first_auto(request), "builtin": first_auto(builtin)},
+        "usable": bool(usable),
+    }
+
+
+STATUS_STYLE = {"usable": "bold green", "unusable": "bold red", "not applicable": "dim"}
+
+
+def _device_text(device: dict | None) -> str:
+    if not device:
+        return ""
+    kind = "SOFTWARE (CPU)" if device["software"] else f"GPU ({device['kind']})"
+    return f"{device['name']}\n{kind}"
+
+
+def render_report(report: dict, console=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    req = report["request"]
+    table = Table(title=f"unirender doctor: platforms for {req['width']}x{req['height']} on {req['system']}")
+    table.add_column("Platform", no_wrap=True)
+    table.add_column("Status", no_wrap=True)
+    table.add_column("Device")
+    table.add_column("Reasons / instructions")
+    for row in report["platforms"]:
+        label = row["platform"] + (f"\n({row['via']})" if row["via"] else "")
+        status = f"[{STATUS_STYLE.get(row['status'], '')}]{row['status']}[/]"
+        details = [*row["reasons"], *row["notes"]]
+        if row["env"]:
+            details.append("env: " + " ".join(f"{k}={v}" for k, v in row["env"].items()))
+        if row["args"]:
+            details.append("args: " + " ".join(row["args"]))
+        if row["instructions"]:
+            details.append(f"[yellow]fix:[/] {row['instructions']}")
+        details.append(f"[dim]{row['scope']}[/]")
+        table.add_row(label, status, _device_text(row["device"]), "\n".join(details))
+    console.print(table)
+
+    devices = Table(title="Devices")
+    for col in ("API", "Index", "Name", "Type", "Driver / vendor"):
+        devices.add_column(col)
+    for api in ("vulkan", "egl"):
+        for d in report[api]["devices"]:
+            kind = "software" if d["software"] else d["kind"]
+            devices.add_row(api, str(d["index"]), d["name"], kind, d.get("driver") or d.get("vendor") or "")
+        if report[api]["error"]:
+            devices.add_row(api, "-", f"[red]{report[api]['error']}[/]", "", "")
+    for x in report["x_displays"]:
+        if x["error"]:
+            devices.add_row("x11", x["display"], f"[red]{x['error']}[/]", "", "")
+        for s in x["screens"]:
+            ok = "valid" if s["valid"] else "; ".join(s["errors"])
+            devices.add_row("x11", s["display"], f"{s['width']}x{s['height']} depth {s['depth']}", "", ok)
+    if not report["x_displays"]:
+        devices.add_row("x11", "-", "no X display running", "", "")
+    console.print(devices)
+    auto = report["auto"]
+    console.print(f"auto choice: Unity builds -> [bold]{auto['unity'] or 'none'}[/], "
+                  f"builtin player -> [bold]{auto['builtin'] or 'none'}[/]")  # fmt: skip
+    if not report["usable"]:
+        console.print("[bold red]No platform is usable.[/] Follow the 'fix' lines above.")
