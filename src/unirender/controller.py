@@ -1,0 +1,338 @@
+"""``Controller``: launch a player (a Unity build or the builtin reference player), handshake, step, restart.
+
+Familiar to AI2-THOR users: same constructor knobs, ``step``/``reset``/``stop``, ``last_event``. What differs is
+what happens when things go wrong: every wait is bounded and watches the child, a crash is reported within a
+second with its exit status, last action and log tail, and a bounded restart policy relaunches the player.
+Launch contract: spec 6.2 (arguments), 6.3 (environment), 6.4 (start sequence), 6.6 (results), 6.7 (restart).
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import os
+import sys
+import time
+from pathlib import Path
+
+from unirender._process import ManagedProcess
+from unirender.errors import ActionError, PlayerCrashedError, PlayerError, RestartError
+from unirender.protocol import ProtocolError, build_event
+from unirender.protocol.images import parse_depth_format
+from unirender.transport import PlayerHub, Transport, make_transport
+
+BUILTIN = "builtin"
+# Unity quality names -> -screen-quality index (spec 6.2); "DONOTUSE" (0) is rejected like 5.0.0 does.
+QUALITY_SETTINGS = {
+    "Very Low": 1,
+    "Low": 2,
+    "Medium": 3,
+    "MediumCloseFitShadows": 4,
+    "High": 5,
+    "Very High": 6,
+    "Ultra": 7,
+    "High WebGL": 8,
+}
+# errorCodes that mean "this action was wrong", raised as ActionError (spec 6.6).
+ACTION_ERROR_CODES = frozenset({"InvalidAction", "MissingArguments", "AmbiguousAction", "InvalidArgument"})
+# Python-side aliases 5.0.0 applies to Initialize (the old keys are kept too).
+_INIT_ALIASES = {"renderClassImage": "renderSemanticSegmentation", "renderObjectImage": "renderInstanceSegmentation"}
+_log_counter = itertools.count()
+
+
+def default_log_dir() -> Path:
+    """``$UNIRENDER_LOG_DIR`` or ``~/.unirender/log`` (player logs are kept after the session, like 5.0.0's)."""
+    return Path(os.environ.get("UNIRENDER_LOG_DIR") or Path.home() / ".unirender" / "log")
+
+
+class Controller:
+    """One player process and its transport. See the module doc and ``docs/internals.md``."""
+
+    restart_window_s = 600.0  # max_restarts counts restarts within this rolling window
+    stop_grace_s = 2.0  # SIGTERM, then SIGKILL after this long
+
+    def __init__(
+        self,
+        executable: str | os.PathLike = BUILTIN,
+        width: int = 300,
+        height: int = 300,
+        server: str = "fifo",
+        quality: str = "Ultra",
+        scene: str | None = None,
+        x_display: str | None = None,
+        platform=None,
+        headless: bool = False,
+        gpu_device: int | str | None = None,
+        server_timeout: float | None = 100.0,
+        server_start_timeout: float | None = 300.0,
+        max_restarts: int = 3,
+        depth_format: str = "Meters",
+        player_hub: PlayerHub | None = None,
+        log_dir: str | os.PathLike | None = None,
+        **initialize_params,
+    ):
+        if quality not in QUALITY_SETTINGS:
+            raise ValueError(f"quality must be one of {list(QUALITY_SETTINGS)}, got {quality!r}")
+        for name, value in (("width", width), ("height", height)):
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if str(server).lower() not in ("fifo", "wsgi"):
+            raise ValueError(f"server must be 'fifo' or 'wsgi', got {server!r}")
+        if player_hub is not None and str(server).lower() != "wsgi":
+            raise ValueError("player_hub only applies to server='wsgi'")
+        self.depth_format = parse_depth_format(depth_format)
+        self.builtin = str(executable) == BUILTIN
+        self.executable = BUILTIN if self.builtin else os.fspath(executable)
+        if not self.builtin and not os.access(self.executable, os.X_OK):
+            raise FileNotFoundError(f"player executable {self.executable!r} does not exist or is not executable")
+        self.width, self.height, self.quality = width, height, quality
+        self.server = str(server).lower()
+        self.scene = scene
+        self.x_display, self.platform_choice, self.headless, self.gpu_device = x_display, platform, headless, gpu_device
+        self.server_timeout, self.server_start_timeout = server_timeout, server_start_timeout
+        self.max_restarts = max_restarts
+        self.player_hub = player_hub
+        self.initialization_parameters = dict(initialize_params)
+        self.camera_near_plane, self.camera_far_plane = 0.1, 20.0
+        self.last_event = None
+        self.last_action: dict | None = None
+        self.transport: Transport | None = None
+        self.process: ManagedProcess | None = None
+        self.resolution = None
+        self.restarts: collections.deque[float] = collections.deque()
+        self._scenes_in_build: list[str] | None = None
+        self._stopped = False
+        log_root = Path(log_dir) if log_dir is not None else default_log_dir()
+        log_root.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        self.log_path = str(log_root / f"player-{stamp}-{os.getpid()}-{next(_log_counter)}.log")
+        try:
+            self.resolution = self._resolve_platform()
+            self._launch()
+            self._start_sequence()
+        except BaseException:
+            self.stop()
+            raise
+
+    # -- public API -------------------------------------------------------------------------------------------
+    @property
+    def server_type(self) -> str:
+        return "FIFO" if self.server == "fifo" else "WSGI"
+
+    def step(self, action=None, **kwargs):
+        """Send one action and return its Event: ``step("MoveAhead")``, ``step(action="MoveAhead", ...)`` or
+        ``step({"action": "MoveAhead", ...})``. ``raise_for_failure=True`` raises ActionError on any failure."""
+        if isinstance(action, dict):
+            command = dict(action)
+            command.update(kwargs)
+        elif action is None:
+            command = dict(kwargs)
+        else:
+            command = {"action": action, **kwargs}
+        if not isinstance(command.get("action"), str):
+            raise ValueError(f"step() needs an action name, got {command.get('action')!r}")
+        raise_for_failure = bool(command.pop("raise_for_failure", False))
+        if self.headless:
+            command["renderImage"] = False  # what 5.0.0 does for every action when headless
+        return self._guarded(lambda: self._exchange(command, raise_for_failure))
+
+    def reset(self, scene: str | None = None, **initialize_params):
+        """Load ``scene`` (default: the current one) and re-send Initialize with the merged parameters."""
+        self.initialization_parameters.update(initialize_params)
+        return self._guarded(lambda: self._reset(scene if scene is not None else self.scene))
+
+    def stop(self) -> None:
+        """End the player (SIGTERM, then SIGKILL), reap it, close pipes/sockets, remove temp dirs. Idempotent."""
+        self._stopped = True
+        self._shutdown_player()
+        if self.resolution is not None:
+            self.resolution.release()
+            self.resolution = None
+
+    def __enter__(self) -> Controller:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def __del__(self) -> None:  # last resort: a forgotten controller must not leave a player or a temp dir
+        try:
+            if not self._stopped:
+                self.stop()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        state = "stopped" if self._stopped else (self.process.describe() if self.process else "not started")
+        return f"<Controller {self.executable} {self.server_type} {self.width}x{self.height}: {state}>"
+
+    # -- launching ----------------------------------------------------------------------------------------------
+    def _resolve_platform(self):
+        from unirender.platforms import PlatformRequest, resolve
+
+        request = PlatformRequest(
+            width=self.width,
+            height=self.height,
+            x_display=self.x_display,
+            headless=self.headless,
+            gpu_device=self.gpu_device,
+            builtin=self.builtin,
+        )
+        return resolve(request, platform=self.platform_choice or "auto")
+
+    def unity_args(self) -> list[str]:
+        """Spec 6.2: the size/quality flags (or ``-batchmode -nographics`` headless), then the platform's args
+        (``-force-device-index N``)."""
+        if self.headless:
+            args = ["-batchmode", "-nographics"]
+        else:
+            args = ["-screen-fullscreen", "0", "-screen-quality", str(QUALITY_SETTINGS[self.quality]),
+                    "-screen-width", str(self.width), "-screen-height", str(self.height)]  # fmt: skip
+        return args + list(self.resolution.args if self.resolution else [])
+
+    def _command(self) -> list[str]:
+        if self.builtin:
+            return [sys.executable, "-m", "unirender.player", *self.unity_args()]
+        return [self.executable, *self.unity_args()]
+
+    def _environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.resolution.env)
+        env.update(self.transport.player_env())
+        env["AI2THOR_SERVER_SIDE_SCREENSHOT"] = "False" if self.headless else "True"
+        if self.builtin:
+            env["UNIRENDER_PLAYER_BACKEND"] = self.resolution.backend or ""
+        return env
+
+    def _launch(self) -> None:
+        """A fresh transport and player process; then wait for the hello event (spec 6.4 steps 2-5)."""
+        self.transport = make_transport(self.server, hub=self.player_hub)
+        self.transport.start()
+        name = "unirender-player (builtin)" if self.builtin else Path(self.executable).name
+        self.process = ManagedProcess(self._command(), env=self._environment(), log_path=self.log_path, name=name)
+        self.transport.attach(self.process)
+        self._set_event(self.transport.receive(self.server_start_timeout))
+
+    def _start_sequence(self) -> None:
+        """Spec 6.4: fix the size (CloudRendering ignores -screen-*), then load the scene and Initialize."""
+        self._fix_screen()
+        if self.scene is not None:
+            self._reset(self.scene)
+        elif self.initialization_parameters:
+            self._initialize()
+
+    def _fix_screen(self) -> None:
+        meta = self.last_event.metadata
+        if (meta.get("screenWidth"), meta.get("screenHeight")) != (self.width, self.height):
+            self._exchange({"action": "ChangeResolution", "x": self.width, "y": self.height}, True)
+        if self.resolution is not None and self.resolution.name == "CloudRendering":
+            self._exchange({"action": "ChangeQuality", "quality": self.quality}, True)
+
+    def _reset(self, scene: str | None):
+        scenes = self._scenes()
+        if scene is None:
+            if not scenes:
+                raise ValueError("no scene given and the player does not list its scenes (GetScenesInBuild)")
+            scene = sorted(scenes)[0]
+        if scenes is not None and scene not in scenes and f"{scene}_physics" in scenes:
+            scene = f"{scene}_physics"  # FloorPlanN -> FloorPlanN_physics, as 5.0.0 does
+        if scenes is not None and scene not in scenes:
+            raise ValueError(f"scene {scene!r} is not in the build; it has {scenes}")
+        self._exchange({"action": "Reset", "sceneName": scene, "sequenceId": 0}, True)
+        self.scene = scene
+        self._fix_screen()
+        return self._initialize()
+
+    def _scenes(self) -> list[str] | None:
+        if self._scenes_in_build is None:
+            try:
+                event = self._exchange({"action": "GetScenesInBuild"}, False)
+            except ActionError:  # an old build without the action: unknown list, as 5.0.0 treats it
+                return None
+            scenes = event.metadata.get("actionReturn")
+            self._scenes_in_build = list(scenes) if isinstance(scenes, list) else None
+        return self._scenes_in_build
+
+    def _initialize(self):
+        params = dict(self.initialization_parameters)
+        for old, new in _INIT_ALIASES.items():
+            if old in params:
+                params.setdefault(new, params[old])
+        event = self._exchange({"action": "Initialize", **params}, True)
+        planes = event.metadata.get("actionReturn")
+        if isinstance(planes, dict) and "cameraNearPlane" in planes and "cameraFarPlane" in planes:
+            self.camera_near_plane = float(planes["cameraNearPlane"])
+            self.camera_far_plane = float(planes["cameraFarPlane"])
+        return event
+
+    # -- the hot path -------------------------------------------------------------------------------------------
+    def _exchange(self, command: dict, raise_for_failure: bool):
+        self.last_action = self.transport.send(command)
+        event = self._set_event(self.transport.receive(self.server_timeout))
+        meta = event.metadata
+        if not meta.get("lastActionSuccess", True):
+            code = meta.get("errorCode") or ""
+            if code in ACTION_ERROR_CODES or raise_for_failure:
+                message = meta.get("errorMessage") or f"{command.get('action')} failed"
+                raise ActionError(message, error_code=code or None, action=self.last_action)
+        return event
+
+    def _set_event(self, payload):
+        self.last_event = build_event(
+            payload,
+            depth_format=self.depth_format,
+            camera_near_plane=self.camera_near_plane,
+            camera_far_plane=self.camera_far_plane,
+        )
+        return self.last_event
+
+    # -- failure handling ---------------------------------------------------------------------------------------
+    def _guarded(self, operation):
+        """Run one exchange; on a crash restart (bounded) and raise RestartError; on a hang or garbage, stop."""
+        if self._stopped:
+            raise PlayerError("this Controller is stopped; create a new one", log_path=self.log_path)
+        try:
+            return operation()
+        except PlayerCrashedError as crash:
+            self._shutdown_player()
+            now = time.monotonic()
+            while self.restarts and now - self.restarts[0] > self.restart_window_s:
+                self.restarts.popleft()
+            if len(self.restarts) >= self.max_restarts:
+                self.stop()
+                crash.add_note(
+                    f"unirender: not restarted: {len(self.restarts)} restart(s) within "
+                    f"{self.restart_window_s:g} s already (max_restarts={self.max_restarts})"
+                )
+                raise
+            self.restarts.append(now)
+            try:
+                self._launch()
+                self._restore()
+            except BaseException as exc:
+                self.stop()
+                raise exc from crash
+            raise RestartError(
+                f"the player crashed and was restarted ({len(self.restarts)} of max {self.max_restarts} within "
+                f"{self.restart_window_s:g} s); the episode is lost, start it again. Cause: {crash}"
+            ) from crash
+        except (PlayerError, ProtocolError):  # hung player, garbage on the wire, wrong token: unusable now
+            self.stop()
+            raise
+
+    def _restore(self) -> None:
+        """After a relaunch: same size, same scene, same Initialize parameters (spec 6.7)."""
+        self._scenes_in_build = None
+        self._fix_screen()
+        if self.scene is not None:
+            self._reset(self.scene)
+        elif self.initialization_parameters:
+            self._initialize()
+
+    def _shutdown_player(self) -> None:
+        process, transport = self.process, self.transport
+        if process is not None:
+            process.terminate(self.stop_grace_s)
+        if transport is not None:
+            transport.stop()
+        self.transport = None
