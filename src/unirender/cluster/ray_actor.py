@@ -25,18 +25,28 @@ class IncarnationChanged(Exception):
     """The actor was restarted since the driver last saw it (``args[0]``: the new incarnation)."""
 
 
-def pack_event(event: Any) -> tuple[dict, dict[str, np.ndarray]]:
-    """``Event`` -> ``(metadata, frames)``. Frames are made C-contiguous here so that Ray serialises them
-    out-of-band: one copy into the object store, none on the driver, which gets read-only views of it."""
+def pack_event(event: Any) -> tuple:
+    """``Event`` (or ``MultiAgentEvent``) -> plain data for Ray. Frames are made C-contiguous here so that Ray
+    serialises them out-of-band: one copy into the object store, none on the driver, which gets read-only views
+    of it."""
+    if hasattr(event, "events"):  # MultiAgentEvent
+        return ("multi", event.active_agent_id, [pack_event(e) for e in event.events])
     frames = {name: np.ascontiguousarray(array) for name, array in event.frames().items()}
-    return event.metadata, frames
+    options = {
+        "depth_format": event.depth_format.name,
+        "camera_near_plane": event.camera_near_plane,
+        "camera_far_plane": event.camera_far_plane,
+    }
+    return ("event", dict(event.metadata), frames, options)
 
 
-def unpack_event(packed: tuple[dict, dict[str, np.ndarray]]) -> Any:
-    from unirender.protocol.event import Event
+def unpack_event(packed: tuple) -> Any:
+    from unirender.protocol.event import Event, MultiAgentEvent
 
-    metadata, frames = packed
-    return Event.from_frames(metadata, frames)
+    if packed[0] == "multi":
+        return MultiAgentEvent(packed[1], [unpack_event(p) for p in packed[2]])
+    _, metadata, frames, options = packed
+    return Event.from_frames(metadata, frames, **options)
 
 
 class SessionActor:

@@ -1,0 +1,161 @@
+"""RayBackend on a real 2-node Ray cluster on this machine (loopback only), with real reference players.
+
+One session-scoped cluster: a head node without displays and a worker node declaring ``display: 2`` and one
+(fake) GPU. Node removal runs last, since it replaces the worker node.
+"""
+
+import os
+import signal
+import threading
+
+import numpy as np
+import pytest
+
+from .conftest import PLAYER, process_gone
+
+ray = pytest.importorskip("ray")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from unirender.cluster import CapacityError, Resources, SessionLostError, create_backend  # noqa: E402
+from unirender.errors import RestartError  # noqa: E402
+
+pytestmark = pytest.mark.ray
+
+STORE = 100 * 2**20
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "include_dashboard": False, "object_store_memory": STORE},
+    )
+    try:
+        worker = c.add_node(num_cpus=1, num_gpus=1, resources={"display": 2}, object_store_memory=STORE)
+        c.wait_for_nodes()
+        ray.init(address=c.address, log_to_driver=False)
+        c.display_node = worker
+        yield c
+    finally:
+        ray.shutdown()
+        c.shutdown()
+
+
+@pytest.fixture(scope="module")
+def backend(cluster):
+    b = create_backend("ray", wait_timeout=3, max_restarts=1, start_timeout=60, step_timeout=60)
+    yield b
+    b.close()
+
+
+def display_node_id(cluster) -> str:
+    return cluster.display_node.node_id
+
+
+def test_display_session_runs_on_the_display_node_and_frames_arrive_zero_copy(cluster, backend):
+    with backend.create_session(PLAYER, resources=Resources(display=True)) as session:
+        info = session.info()
+        assert info["backend"] == "ray" and info["node"] == display_node_id(cluster)
+        assert isinstance(info["pid"], int) and isinstance(info["actor_pid"], int)
+        event = session.step("RotateRight")
+        frame = event.frame
+        assert frame.shape == (64, 64, 3) and frame.dtype == np.uint8
+        assert round(event.metadata["agent"]["rotation"]["y"]) % 360 == 90
+        # Read-only views of the object store's buffer: no copy was made on this side.
+        assert not frame.flags.writeable and not frame.flags.owndata
+        assert session.reset().frame.shape == (64, 64, 3)
+    assert process_gone(info["pid"])
+
+
+def test_session_beyond_capacity_fails_clearly_or_waits(backend):
+    backend_wait = create_backend("ray", wait_timeout=60, start_timeout=60)
+    first = backend.create_session(PLAYER, resources=Resources(display=True))
+    second = backend.create_session(PLAYER, resources=Resources(display=True))
+    try:
+        with pytest.raises(CapacityError, match=r"no Ray node could take session .* 'display': 1"):
+            backend.create_session(PLAYER, resources=Resources(display=True))
+        waited = []
+        waiter = threading.Thread(
+            target=lambda: waited.append(
+                backend_wait.create_session(PLAYER, resources=Resources(display=True))
+            )
+        )
+        waiter.start()
+        waiter.join(1.0)
+        assert waiter.is_alive() and not waited  # pending: both display slots are held
+        first.stop()
+        waiter.join(60)
+        assert len(waited) == 1 and waited[0].step("Pass").frame.shape == (64, 64, 3)
+    finally:
+        first.stop()
+        second.stop()
+        backend_wait.close()
+
+
+def test_gpu_request_asks_ray_for_a_gpu(cluster, backend):
+    actor = backend._actor_class(Resources(gpu=0)).remote({})
+    try:
+        placed = ray.get(actor.placed.remote(), timeout=30)
+    finally:
+        ray.kill(actor)
+    assert placed["gpu_ids"] == ["0"] and placed["node"] == display_node_id(cluster)
+
+
+def test_sigkilled_actor_is_restarted_with_restart_error_and_no_orphan(backend):
+    session = backend.create_session(PLAYER)
+    try:
+        session.step("RotateLeft")
+        before = session.info()
+        os.kill(before["actor_pid"], signal.SIGKILL)
+        with pytest.raises(RestartError, match="episode is lost"):
+            session.step("Pass")
+        assert process_gone(before["pid"]), "the player of the killed actor must not outlive it"
+        after = session.info()
+        assert session.restarts == 1 and after["actor_pid"] != before["actor_pid"]
+        assert round(session.reset().metadata["agent"]["rotation"]["y"]) % 360 == 0  # fresh episode
+        # Ray's restarts are used up: the next death is reported as lost, restart() places a new actor.
+        os.kill(after["actor_pid"], signal.SIGKILL)
+        with pytest.raises(SessionLostError, match="restart"):
+            session.step("Pass")
+        assert session.restart().frame.shape == (64, 64, 3)
+        assert session.step("Pass").frame.shape == (64, 64, 3)
+    finally:
+        session.stop()
+
+
+def test_vector_env_over_ray(backend):
+    from unirender.gym import UnityVectorEnv
+
+    envs = UnityVectorEnv(4, PLAYER, backend=backend, max_episode_steps=2)
+    try:
+        obs, _ = envs.reset(seed=0)
+        assert obs["rgb"].shape == (4, 64, 64, 3)
+        _, rewards, term, trunc, _ = envs.step(np.zeros(4, dtype=np.int64))
+        assert rewards.shape == (4,) and not trunc.any()
+        _, _, _, trunc, _ = envs.step(np.zeros(4, dtype=np.int64))
+        assert trunc.all()
+        assert len({s.info()["actor_pid"] for s in backend.sessions()}) == 4
+    finally:
+        envs.close()
+    assert backend.sessions() == []
+
+
+def test_node_removal_moves_the_session_to_another_node(cluster, backend):
+    spare = cluster.add_node(num_cpus=1, resources={"display": 2}, object_store_memory=STORE)
+    cluster.wait_for_nodes()
+    session = backend.create_session(PLAYER, resources=Resources(display=True))
+    try:
+        before = session.info()
+        doomed = next(n for n in (cluster.display_node, spare) if n.node_id == before["node"])
+        cluster.remove_node(doomed)
+        with pytest.raises(RestartError, match="restarted on node"):
+            session.step("Pass")
+        after = session.info()
+        assert after["node"] != before["node"] and after["node"] in {
+            cluster.display_node.node_id,
+            spare.node_id,
+        }
+        assert session.step("MoveAhead").frame.shape == (64, 64, 3)
+        assert process_gone(before["pid"])
+    finally:
+        session.stop()
