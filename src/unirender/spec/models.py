@@ -71,9 +71,11 @@ class EnvironmentSpec(_Strict):
     width: int = Field(300, ge=1, le=8192)
     height: int = Field(300, ge=1, le=8192)
     quality: Quality = "Ultra"
-    headless: bool = True
+    headless: bool = Field(
+        False, description="AI2-THOR's headless: no window and renderImage=false on every step (no images)"
+    )
     gpu_device: int | None = Field(None, ge=0)
-    x_display: str | None = Field(None, pattern=r"^[A-Za-z0-9.\-]*:\d+(\.\d+)?$")
+    x_display: str | None = Field(None, pattern=r"^:?\d+(\.\d+)?$", description="local X display, e.g. ':1'")
     server_timeout: float | None = Field(100.0, gt=0)
     server_start_timeout: float = Field(300.0, gt=0)
     max_restarts: int = Field(3, ge=0)
@@ -330,6 +332,12 @@ class JobSpec(_Strict):
 
     @model_validator(mode="after")
     def _combinations(self) -> JobSpec:
+        if self.environment.headless:
+            raise _FieldError(
+                "environment.headless",
+                "true turns image rendering off (renderImage=false on every step, as in AI2-THOR); a "
+                "rendering job needs false (unirender renders offscreen without a window anyway)",
+            )
         shadowed = sorted(set(self.environment.initialize) & set(self.render.initialize_params()))
         if shadowed:
             raise _FieldError(

@@ -1,0 +1,63 @@
+"""``unirender demo``: a short tour of a built-in kitchen on the reference player, every modality and one
+third-party camera, written as a dataset plus ``contact_sheet.png`` (one frame in every modality)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from unirender.jobs.contact_sheet import write_contact_sheet
+from unirender.jobs.dataset import load_dataset
+from unirender.jobs.state import CONTACT_SHEET
+
+DEMO_SCENE = "FloorPlan1_physics"
+# Walk from the middle of the kitchen towards the counters, look around and down at the stove.
+DEMO_TOUR: list[Any] = [
+    "MoveAhead",
+    {"action": "RotateRight", "degrees": 30},
+    "MoveAhead",
+    {"action": "LookDown", "degrees": 20},
+    {"action": "RotateLeft", "degrees": 60},
+    "MoveAhead",
+    {"action": "LookUp", "degrees": 20},
+    {"action": "RotateLeft", "degrees": 90},
+    "MoveAhead",
+]
+
+
+def demo_spec(out: str | os.PathLike, *, size: int = 256, transport: str = "fifo") -> dict[str, Any]:
+    return {
+        "name": "demo",
+        "environment": {"executable": "builtin", "width": size, "height": size, "transport": transport},
+        "render": {
+            "modalities": ["rgb", "depth", "instance_segmentation", "semantic_segmentation", "normals", "flow"],
+            "flow_policy": "previous_step",
+            "cameras": [
+                # A corner of the room, looking down across it at the agent.
+                {"name": "corner", "position": {"x": 2.3, "y": 2.3, "z": -1.8},
+                 "rotation": {"x": 35, "y": -52, "z": 0}, "field_of_view": 75},
+            ],
+        },
+        "episodes": [{"scene": DEMO_SCENE, "name": "kitchen-tour", "actions": DEMO_TOUR}],
+        "output": {"directory": os.fspath(out), "format": "png"},
+        "workers": 1,
+    }  # fmt: skip
+
+
+def contact_sheet_for(directory: str | os.PathLike, frame: int | None = None) -> Path:
+    """Write ``contact_sheet.png`` for one frame of a finished dataset (default: the middle one)."""
+    directory = Path(directory)
+    with load_dataset(directory) as dataset:
+        index = len(dataset) // 2 if frame is None else frame
+        frames = dataset.frames(index)
+    path = directory / CONTACT_SHEET
+    write_contact_sheet(path, sorted(frames.items(), key=lambda kv: _panel_order(kv[0])))
+    return path
+
+
+def _panel_order(key: str) -> tuple[int, str]:
+    from unirender.jobs.episodes import modality_of
+    from unirender.spec import MODALITIES
+
+    return (("third_party" in key) * 10 + MODALITIES.index(modality_of(key)), key)

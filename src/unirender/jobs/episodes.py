@@ -1,0 +1,145 @@
+"""Episodes as work units, and how one unit drives a Controller.
+
+A unit is one repeat of one episode. Running it always starts with ``reset`` (and re-adding the third-party
+cameras), so a unit's frames do not depend on which player ran it or what it ran before: a redone unit, on
+any worker, yields the same frames. That is what makes resume and crash recovery exact.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from unirender.errors import UnirenderError
+from unirender.spec.models import EpisodeSpec, GridGenerator, JobSpec, PoseSpec, RandomGenerator, RenderSpec
+
+
+class EpisodeFailed(UnirenderError):
+    """The episode cannot be rendered as specified (a pose the player refuses, no reachable positions, ...).
+
+    Not a crash: redoing it would fail the same way, so the job stops with this message."""
+
+
+@dataclass(frozen=True)
+class WorkUnit:
+    id: str
+    episode_index: int
+    repeat: int
+    episode: EpisodeSpec
+
+    @property
+    def known_frame_count(self) -> int | None:
+        return self.episode.known_frame_count
+
+
+def expand_units(spec: JobSpec) -> list[WorkUnit]:
+    units = []
+    for i, episode in enumerate(spec.episodes):
+        label = re.sub(r"[^A-Za-z0-9_\-]", "-", episode.name or episode.scene)[:40]
+        for r in range(episode.repeat):
+            units.append(WorkUnit(f"e{i:04d}-{label}-r{r:03d}", i, r, episode))
+    return units
+
+
+def _step(controller, action: dict[str, Any]):
+    return controller.step(dict(action))
+
+
+def _success(event) -> bool:
+    return bool(event.metadata.get("lastActionSuccess", True))
+
+
+def reachable_positions(controller) -> list[dict[str, float]]:
+    event = _step(controller, {"action": "GetReachablePositions"})
+    positions = event.metadata.get("actionReturn") if _success(event) else None
+    if not positions:
+        raise EpisodeFailed(
+            f"GetReachablePositions returned no positions in {event.metadata.get('sceneName')!r}: "
+            f"{event.metadata.get('errorMessage') or 'empty list'}"
+        )
+    return [{"x": float(p["x"]), "y": float(p["y"]), "z": float(p["z"])} for p in positions]
+
+
+def generated_poses(generator: GridGenerator | RandomGenerator, positions, repeat: int) -> list[PoseSpec]:
+    if isinstance(generator, GridGenerator):
+        chosen = positions[:: generator.every][: generator.max_positions]
+        return [
+            PoseSpec(position=p, rotation={"y": rot}, horizon=h)
+            for p in chosen
+            for rot in generator.rotations
+            for h in generator.horizons
+        ]
+    rng = np.random.default_rng(generator.seed + repeat)
+    poses = []
+    for _ in range(generator.count):
+        p = positions[int(rng.integers(len(positions)))]
+        if generator.rotations:
+            rot = float(generator.rotations[int(rng.integers(len(generator.rotations)))])
+        else:
+            rot = round(float(rng.uniform(0.0, 360.0)), 3)
+        h = float(generator.horizons[int(rng.integers(len(generator.horizons)))])
+        poses.append(PoseSpec(position=p, rotation={"y": rot}, horizon=h))
+    return poses
+
+
+def run_unit(
+    controller, unit: WorkUnit, render: RenderSpec, *, on_total: Callable[[int], None] | None = None
+) -> Iterator[Any]:
+    """Drive ``controller`` through ``unit``; yields the Event of every frame to record, in order.
+
+    ``on_total(n)`` is called once the unit's frame count is known (after the reachable positions for a grid).
+    """
+    episode = unit.episode
+    event = controller.reset(episode.scene)
+    for camera in render.cameras:
+        event = _step(controller, camera.add_action())
+        if not _success(event):
+            raise EpisodeFailed(f"camera {camera.name!r}: {event.metadata.get('errorMessage')}")
+    if episode.actions is not None:
+        actions = episode.action_dicts()
+        if on_total:
+            on_total(len(actions) + 1)
+        yield event
+        for action in actions:
+            yield _step(controller, action)
+        return
+    if episode.poses is not None:
+        poses = episode.poses
+    else:
+        poses = generated_poses(episode.generator, reachable_positions(controller), unit.repeat)
+    if on_total:
+        on_total(len(poses))
+    for n, pose in enumerate(poses):
+        event = _step(controller, pose.teleport_action())
+        if not _success(event):
+            raise EpisodeFailed(
+                f"{unit.id}: pose {n} ({pose.teleport_action()}) failed: {event.metadata.get('errorMessage')}"
+            )
+        yield event
+
+
+def modality_of(key: str) -> str:
+    """Which spec modality an ``Event.frames()`` key belongs to (``depth_frame``, ``third_party_depth_frames.0``
+    -> ``depth``); colour images are everything that names no other modality."""
+    lowered = key.lower()
+    for word, modality in (
+        ("depth", "depth"),
+        ("instance", "instance_segmentation"),
+        ("semantic", "semantic_segmentation"),
+        ("class", "semantic_segmentation"),
+        ("normal", "normals"),
+        ("flow", "flow"),
+    ):
+        if word in lowered:
+            return modality
+    return "rgb"
+
+
+def frames_to_record(event, render: RenderSpec) -> dict[str, np.ndarray]:
+    """The event's decoded images that the spec asks for, keyed as ``Event.frames()`` names them."""
+    wanted = set(render.modalities)
+    return {key: array for key, array in event.frames().items() if modality_of(key) in wanted}

@@ -1,0 +1,94 @@
+"""What a job will do before it does it: units, frame count, players, platform (``unirender spec check``)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from unirender.jobs.episodes import expand_units
+from unirender.spec import JobSpec
+
+MAX_AUTO_WORKERS = 8
+
+
+def auto_workers(pending_units: int, software: bool) -> int:
+    """As many players as the machine sensibly runs: a software rasteriser wants about two cores each."""
+    cpus = os.cpu_count() or 1
+    per_machine = max(1, cpus // 2) if software else max(1, min(cpus // 2, 4))
+    return max(1, min(pending_units, per_machine, MAX_AUTO_WORKERS))
+
+
+def resolve_platform(spec: JobSpec):
+    """Resolve once for the whole job (starting a virtual display once if one is needed); caller releases."""
+    from unirender.platforms import PlatformRequest, resolve
+
+    env = spec.environment
+    request = PlatformRequest(
+        width=env.width,
+        height=env.height,
+        x_display=env.x_display,
+        headless=env.headless,
+        gpu_device=env.gpu_device,
+        builtin=env.is_builtin,
+    )
+    return resolve(request, platform=env.platform)
+
+
+@dataclass
+class JobPlan:
+    units: int
+    frames: int  # known in advance
+    grid_units: int  # their frame count is known only once the scene is loaded
+    workers: int
+    platform: str | None
+    device: str | None
+    software: bool
+
+    def describe(self, spec: JobSpec) -> str:
+        frames = f"{self.frames}" + (
+            f" + {self.grid_units} grid episode(s) sized by their scenes' reachable positions"
+            if self.grid_units
+            else ""
+        )
+        modalities = ", ".join(spec.render.modalities)
+        cameras = ", ".join(c.name for c in spec.render.cameras) or "none"
+        return "\n".join(
+            [
+                f"job          {spec.name} (spec hash {spec.content_hash()[:12]})",
+                f"executable   {spec.environment.executable} over {spec.environment.transport}",
+                f"platform     {self.platform or '?'} on {self.device or '?'}"
+                + (" (software)" if self.software else ""),
+                f"players      {self.workers}",
+                f"episodes     {len(spec.episodes)} ({self.units} with repeats)",
+                f"frames       {frames}",
+                f"size         {spec.environment.width}x{spec.environment.height}, modalities: {modalities}; "
+                f"cameras: {cameras}",
+                f"output       {spec.output.directory} ({spec.output.format})",
+            ]
+        )
+
+
+def plan_job(spec: JobSpec, *, workers: int | None = None, resolve: bool = True) -> JobPlan:
+    """The plan; with ``resolve`` the platform is probed (raises PlatformError if nothing can run it)."""
+    units = expand_units(spec)
+    platform = device = None
+    software = True
+    if resolve:
+        resolution = resolve_platform(spec)
+        try:
+            platform = resolution.platform.name
+            device = getattr(resolution.device, "name", None)
+            software = bool(getattr(resolution.device, "software", True))
+        finally:
+            resolution.release()
+    requested = workers if workers is not None else spec.workers
+    n = auto_workers(len(units), software) if requested in (None, "auto") else min(int(requested), len(units))
+    return JobPlan(
+        units=len(units),
+        frames=sum(u.known_frame_count or 0 for u in units),
+        grid_units=sum(1 for u in units if u.known_frame_count is None),
+        workers=n,
+        platform=platform,
+        device=device,
+        software=software,
+    )

@@ -1,0 +1,50 @@
+"""``unirender spec check JOB`` (validate, print the plan) and ``unirender spec schema`` (JSON Schema)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from unirender.errors import SpecError, UnirenderError
+
+
+def register(sub) -> None:
+    p = sub.add_parser("spec", help="validate job specs and print their JSON Schema")
+    spec_sub = p.add_subparsers(dest="spec_command", metavar="SUBCOMMAND", required=True)
+
+    c = spec_sub.add_parser("check", help="validate a job spec and print the resolved plan")
+    c.add_argument("spec", help="job spec file (YAML, JSON or TOML)")
+    c.add_argument("--workers", type=int, default=None)
+    c.add_argument("--no-resolve", action="store_true", help="skip probing the platform")
+    c.set_defaults(func=cmd_check)
+
+    s = spec_sub.add_parser("schema", help="print the JSON Schema of job specs")
+    s.add_argument("--environment", action="store_true", help="the schema of an environment alone")
+    s.set_defaults(func=cmd_schema)
+
+
+def cmd_check(args) -> int:
+    from unirender.jobs.plan import plan_job
+    from unirender.spec import load_spec
+
+    try:
+        spec = load_spec(args.spec)
+    except SpecError as exc:
+        print(f"unirender: {exc}", file=sys.stderr)
+        return 2
+    print(f"{args.spec}: valid")
+    try:
+        plan = plan_job(spec, workers=args.workers, resolve=not args.no_resolve)
+    except UnirenderError as exc:
+        print(f"unirender: no platform can run this job:\n{exc}", file=sys.stderr)
+        return 1
+    print(plan.describe(spec))
+    return 0
+
+
+def cmd_schema(args) -> int:
+    from unirender.spec import EnvironmentSpec, JobSpec
+
+    model = EnvironmentSpec if args.environment else JobSpec
+    print(json.dumps(model.model_json_schema(), indent=2))
+    return 0
