@@ -234,3 +234,11 @@ def test_load_config_file_and_env(tmp_path, monkeypatch):
     path.write_text("limits: {sessions_per_token: 0}\n")
     with pytest.raises(ValueError, match="sessions_per_token"):
         load_config(path)
+
+
+def test_platforms_report(client):
+    report = client.get("/v1/platforms?width=64&height=48", headers=AUTH_A).get_json()
+    assert report["request"]["width"] == 64
+    assert any(row["status"] == "usable" for row in report["platforms"])
+    resp = client.get("/v1/platforms?width=100000&height=100000", headers=AUTH_A)
+    assert error_of(resp, 400)["code"] == "invalid_parameter"

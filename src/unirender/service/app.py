@@ -60,8 +60,23 @@ PUBLIC = {"healthz", "readyz", "metrics", "openapi", "docs"}
 PLAYER_PATHS = ("/train", "/ping")
 
 
+# Spec modality names -> the Event's frame attributes (agent, then third-party cameras).
+MODALITY_FRAMES = {
+    "rgb": ("frame", "third_party_camera_frames"),
+    "depth": ("depth_frame", "third_party_depth_frames"),
+    "instance_segmentation": ("instance_segmentation_frame", "third_party_instance_segmentation_frames"),
+    "semantic_segmentation": ("semantic_segmentation_frame", "third_party_semantic_segmentation_frames"),
+    "normals": ("normals_frame", "third_party_normals_frames"),
+    "flow": ("flow_frame", "third_party_flow_frames"),
+}
+
+
 def _parse_modalities(request: Request) -> list[str] | None:
-    """``?modalities=rgb,depth`` -> ["rgb", "depth"]; ``none`` -> []; absent -> None (format default)."""
+    """``?modalities=rgb,depth_frame`` -> frame names; ``none`` -> []; absent -> None (the format's default).
+
+    Spec modality names (``rgb``, ``depth``, ...) select the agent's and the cameras' frames; Event attribute
+    names (``frame``, ``third_party_depth_frames``, ...) select exactly one.
+    """
     raw = request.args.get("modalities")
     if raw is None:
         return None
@@ -69,17 +84,25 @@ def _parse_modalities(request: Request) -> list[str] | None:
     return [] if names == ["none"] else names
 
 
+def _select_frames(frames: dict, wanted: list[str]) -> dict:
+    selected = {}
+    for name in wanted:
+        if name in MODALITY_FRAMES:
+            selected.update({f: frames[f] for f in MODALITY_FRAMES[name] if f in frames})
+        elif name in frames:
+            selected[name] = frames[name]
+        else:
+            raise ApiError(400, "unknown_modality",
+                           f"{name!r} is not in this event; it has {sorted(frames)} (or use "
+                           f"{sorted(MODALITY_FRAMES)})")
+    return selected
+
+
 def event_document(event: Any, modalities: list[str] | None) -> dict:
     """An Event -> {"metadata", "frames"}; ``modalities`` None means every decoded modality."""
     frames = event.frames()
     if modalities is not None:
-        unknown = sorted(set(modalities) - set(frames))
-        if unknown:
-            raise ApiError(
-                400, "unknown_modality",
-                f"modalities {unknown} are not in this event; it has {sorted(frames)}",
-            )
-        frames = {k: frames[k] for k in modalities}
+        frames = _select_frames(frames, modalities)
     return {"metadata": event.metadata, "frames": frames}
 
 
@@ -244,8 +267,11 @@ class ServiceApp:
                            f"{env.width}x{env.height} = {pixels} pixels exceeds the limit of "
                            f"{self.config.limits.pixels}", path="environment.width")
 
-    def _controller_kwargs(self, env, render, scene: str | None) -> dict:
+    def _controller_kwargs(self, env, render, scene: str | None, auto_restart: bool = False) -> dict:
         kwargs = env.controller_kwargs(render)
+        kwargs["log_dir"] = str(self.config.data_root / "player-logs")
+        # The Controller restarts a crashed player (and raises RestartError) only if the session asked for it.
+        kwargs["max_restarts"] = max(1, env.max_restarts) if auto_restart else 0
         if scene:
             kwargs["scene"] = scene
         if env.transport == "wsgi":
@@ -281,9 +307,19 @@ class ServiceApp:
 
     # -- platforms ---------------------------------------------------------------------------------------
     def ep_platforms(self, request, owner):
-        from unirender.service.platforms import doctor_report
+        """``unirender doctor`` as JSON for ``?width=&height=`` (no Xvfb is started unless ``?xvfb=1``)."""
+        from unirender.platforms.doctor import build_report
 
-        return self._json(doctor_report())
+        try:
+            width = int(request.args.get("width", 300))
+            height = int(request.args.get("height", 300))
+        except ValueError:
+            raise ApiError(400, "invalid_parameter", "width and height must be integers") from None
+        if width < 1 or height < 1 or width * height > self.config.limits.pixels:
+            raise ApiError(400, "invalid_parameter", f"width x height must be positive and at most "
+                           f"{self.config.limits.pixels} pixels")
+        report = build_report(width, height, None, start_xvfb=request.args.get("xvfb") in ("1", "true"))
+        return self._json(report)
 
     # -- sessions ----------------------------------------------------------------------------------------
     def ep_list_sessions(self, request, owner):
@@ -292,7 +328,7 @@ class ServiceApp:
     def ep_create_session(self, request, owner):
         body = validate_body(SessionCreate, self._body(request))
         self._check_environment(body.environment)
-        kwargs = self._controller_kwargs(body.environment, body.render, body.scene)
+        kwargs = self._controller_kwargs(body.environment, body.render, body.scene, body.auto_restart)
         entry = self.sessions.create(
             owner, kwargs, body.model_dump(mode="json"), auto_restart=body.auto_restart
         )
@@ -338,34 +374,27 @@ class ServiceApp:
 
     # -- one-shot render ---------------------------------------------------------------------------------
     def ep_render(self, request, owner):
+        from unirender.jobs.episodes import expand_units, frames_to_record, run_unit
+
         fmt = self._format(request)
         body = validate_body(RenderRequest, self._body(request))
         self._check_environment(body.environment)
         episode = body.episode
-        if episode.generator is not None:
-            raise ApiError(422, "generator_needs_job", "pose generators run as jobs (POST /v1/jobs); "
-                           "/v1/render takes 'actions' or 'poses'", path="episode.generator")
-        actions = episode.action_dicts() if episode.actions is not None else [
-            p.teleport_action() for p in episode.poses
-        ]
-        frames_each = len(actions) + (1 if episode.actions is not None else 0)
-        if frames_each * episode.repeat > MAX_RENDER_FRAMES:
-            raise ApiError(422, "render_too_large", f"{frames_each * episode.repeat} frames exceed the "
-                           f"one-shot limit of {MAX_RENDER_FRAMES}; submit a job instead")
-        modalities = list(body.render.modalities)
+        known = episode.known_frame_count
+        if known is not None and known * episode.repeat > MAX_RENDER_FRAMES:
+            raise ApiError(422, "render_too_large", f"{known * episode.repeat} frames exceed the one-shot "
+                           f"limit of {MAX_RENDER_FRAMES}; submit a job instead (POST /v1/jobs)")
+        job = JobSpec(environment=body.environment, render=body.render, episodes=[episode])
         kwargs = self._controller_kwargs(body.environment, body.render, episode.scene)
         entry = self.sessions.create(owner, kwargs, body.model_dump(mode="json"), auto_restart=False)
         docs = []
         try:
-            for _ in range(episode.repeat):
-                event = entry.session.reset(episode.scene)
-                for camera in body.render.cameras:
-                    event = entry.session.step(camera.add_action())
-                if episode.actions is not None:
-                    docs.append(event_document(event, _present(event, modalities)))
-                for action in actions:
-                    event = entry.session.step(action)
-                    docs.append(event_document(event, _present(event, modalities)))
+            for unit in expand_units(job):  # the jobs runner's episode driver: same frames as a job
+                for event in run_unit(entry.session, unit, body.render):
+                    if len(docs) >= MAX_RENDER_FRAMES:
+                        raise ApiError(422, "render_too_large", f"more than {MAX_RENDER_FRAMES} frames; "
+                                       "submit a job instead (POST /v1/jobs)")
+                    docs.append({"metadata": event.metadata, "frames": frames_to_record(event, body.render)})
         finally:
             try:
                 self.sessions.delete(owner, entry.id, "one-shot render finished")
@@ -383,7 +412,11 @@ class ServiceApp:
         spec: JobSpec = load_spec(self._body(request))
         self._check_environment(spec.environment)
         out = resolve_output_dir(self.config.data_root, owner, spec.output.directory)
-        job = self.jobs.submit(owner, spec, out)
+        workers = spec.workers if isinstance(spec.workers, int) else 1
+        if workers > self.slots.total:
+            raise ApiError(422, "too_many_workers", f"workers={workers} exceeds the {self.slots.total} player "
+                           "slots of this service", path="workers")
+        job = self.jobs.submit(owner, spec, out, workers)
         resp = self._json(job.describe(), status=202)
         resp.headers["Location"] = f"/v1/jobs/{job.id}"
         return resp
@@ -402,16 +435,30 @@ class ServiceApp:
         return owner_dir(self.config.data_root, owner)
 
 
-def _present(event, modalities: list[str]) -> list[str]:
-    # Third-party cameras add their own frames; return the requested agent modalities plus those.
-    names = event.frames().keys()
-    return [m for m in names if m in modalities or any(m.endswith("/" + x) for x in modalities)]
+def make_player_hub(host: str, port: int, config: ServiceConfig):
+    """A PlayerHub mounted in the app, telling players to connect to ``host:port`` (an IP literal)."""
+    try:
+        from unirender.transport import PlayerHub
+    except ImportError:  # pragma: no cover - the transport part is missing
+        log.warning("unirender.transport is not available: WSGI sessions are refused")
+        return None
+    if host in ("0.0.0.0", "", "::"):
+        host = "127.0.0.1"  # players run on this host; Unity needs an IPv4 literal
+    return PlayerHub(address=(host, int(port)), max_players=config.limits.total_players)
 
 
 def create_app(config: ServiceConfig | None = None, *, backend=None, player_hub=None, start: bool = True):
-    """The service as a WSGI app. ``player_hub``: a ``unirender.transport.wsgi.PlayerHub`` to mount at /train
-    (the server creates one bound to its own address; without one, WSGI sessions are refused)."""
+    """The service as a WSGI app.
+
+    ``player_hub``: the ``unirender.transport.PlayerHub`` mounted at /train. Default: one that tells players to
+    connect to ``config.host:config.port`` (right when a WSGI server such as gunicorn binds exactly there);
+    ``False``: none yet (``unirender serve`` sets it once it knows its port). Without a hub, WSGI sessions are
+    refused with 503.
+    """
     from unirender.service.config import load_config
 
-    app = ServiceApp(config or load_config(), backend=backend, player_hub=player_hub)
+    config = config or load_config()
+    if player_hub is None and config.port:
+        player_hub = make_player_hub(config.host, config.port, config)
+    app = ServiceApp(config, backend=backend, player_hub=player_hub or None)
     return app.start() if start else app

@@ -20,6 +20,7 @@ from unirender.errors import (
     RestartError,
     SpecError,
 )
+from unirender.protocol import ProtocolError
 
 
 class ApiError(Exception):
@@ -81,13 +82,15 @@ def from_unirender_error(exc: BaseException) -> ApiError:
     if isinstance(exc, ActionError):
         return ApiError(400, "invalid_action", str(exc), error_code=exc.error_code)
     if isinstance(exc, RestartError):
-        return ApiError(502, "player_restarted", f"the player crashed and was restarted; start the episode again: {exc}")
+        return ApiError(502, "player_restarted", str(exc))
     if isinstance(exc, PlayerCrashedError):
         return ApiError(502, "player_crashed", _first_line(exc), signal=exc.signal_name, returncode=exc.returncode)
     if isinstance(exc, PlayerTimeoutError):
         return ApiError(504, "player_timeout", _first_line(exc))
     if isinstance(exc, PlayerError):
         return ApiError(502, "player_error", _first_line(exc))
+    if isinstance(exc, ProtocolError):
+        return ApiError(502, "player_protocol_error", str(exc))
     if isinstance(exc, PlatformError):
         return ApiError(503, "platform_unavailable", str(exc))
     return ApiError(500, "internal_error", f"{type(exc).__name__}: {exc}")

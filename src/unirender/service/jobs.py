@@ -85,8 +85,7 @@ class JobManager:
         self._jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
 
-    def submit(self, owner: str, spec: JobSpec, output_dir: Path) -> Job:
-        workers = spec.workers if isinstance(spec.workers, int) else 1
+    def submit(self, owner: str, spec: JobSpec, output_dir: Path, workers: int) -> Job:
         with self._lock:
             mine = [j for j in self._jobs.values() if j.owner == owner and j.state not in FINAL]
             if len(mine) >= self.jobs_per_token:
@@ -154,21 +153,18 @@ class JobManager:
             result = jobs_runner.render(
                 job.spec,
                 output_dir=job.output_dir,
+                workers=job.workers,
                 progress=lambda p: self._on_progress(job, p),
                 cancel=job.cancel,
                 **({"backend": self.backend} if self.backend is not None else {}),
             )
-            manifest = getattr(result, "manifest_path", None) or job.output_dir / "manifest.json"
-            job.manifest_path = Path(manifest)
-            for err in getattr(result, "errors", None) or []:
-                job.errors.append(str(err))
-            if job.cancel.is_set() or getattr(result, "cancelled", False):
+            job.manifest_path = Path(result.manifest_path)
+            job.errors.extend(str(err) for err in result.errors)
+            if result.cancelled:
                 job.state = CANCELLED
             else:
-                job.state = FAILED if getattr(result, "failed", False) else SUCCEEDED
-            summary = getattr(result, "summary", None)
-            if callable(summary):
-                job.progress.update(_progress_dict(summary()))
+                job.state = FAILED if result.failed else SUCCEEDED
+                job.progress.update(_progress_dict(result.summary()))
         except Exception as exc:
             log.warning("job %s failed: %s", job.id, exc)
             job.errors.append(from_unirender_error(exc).body()["error"])

@@ -111,6 +111,10 @@ MODALITIES = {
 }
 
 
+def _int_query(name: str) -> dict:
+    return {"name": name, "in": "query", "required": False, "schema": {"type": "integer", "minimum": 1}}
+
+
 def openapi_document(config=None) -> dict:
     obj = {"type": "object"}
     paths = {
@@ -119,7 +123,9 @@ def openapi_document(config=None) -> dict:
         "/metrics": {"get": _op("Prometheus metrics", {"200": {"description": "text exposition format",
                                                                "content": {"text/plain": {"schema": {}}}}},
                                 public=True)},
-        "/v1/platforms": {"get": _op("the platform doctor report of this host", {"200": _json(obj)})},
+        "/v1/platforms": {"get": _op("the platform doctor report of this host", {"200": _json(obj)},
+                                     params=[_int_query("width"), _int_query("height"),
+                                             {"name": "xvfb", "in": "query", "schema": {"type": "string"}}])},
         "/v1/sessions": {
             "get": _op("your sessions", {"200": _json(obj)}),
             "post": _op("start a player for an environment spec", {"201": _json(obj, "created")},

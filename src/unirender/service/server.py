@@ -23,7 +23,7 @@ import threading
 
 from waitress.server import create_server
 
-from unirender.service.app import ServiceApp, create_app
+from unirender.service.app import ServiceApp, create_app, make_player_hub
 from unirender.service.config import ServiceConfig
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,8 @@ def waitress_settings(config: ServiceConfig) -> dict:
         "outbuf_overflow": 16 * 2**20,
         "channel_timeout": IDLE_PLAYER_CONNECTION_S,
         "max_request_body_size": max(config.player_body_bytes, config.limits.body_bytes),
+        "inbuf_overflow": 64 * 2**20,  # a player's 1024^2 rgb+depth+ids frame (~11 MiB) stays in memory
+        "recv_bytes": 256 * 1024,  # 8 KiB reads cost ~1,400 loop turns per such frame
         "connection_limit": max(100, 4 * config.wsgi_threads),
         "asyncore_use_poll": True,
         "expose_tracebacks": False,
@@ -45,14 +47,13 @@ def waitress_settings(config: ServiceConfig) -> dict:
     }
 
 
-def make_player_hub():
-    """A PlayerHub to mount at /train, or None when the WSGI transport is not available."""
+def _player_channel_class():
+    """The hub's channel class (ACKs each read at once: Unity's split head/body send meets Nagle otherwise)."""
     try:
-        from unirender.transport.wsgi import PlayerHub
-    except ImportError:
-        log.warning("unirender.transport.wsgi is not available: WSGI sessions are refused")
+        from unirender.transport.hub import _quick_ack_channel_class
+    except ImportError:  # pragma: no cover
         return None
-    return PlayerHub(serve=False)
+    return _quick_ack_channel_class()
 
 
 class Server:
@@ -60,12 +61,14 @@ class Server:
 
     def __init__(self, config: ServiceConfig, *, backend=None):
         self.config = config
-        self.hub = make_player_hub()
-        self.app: ServiceApp = create_app(config, backend=backend, player_hub=self.hub, start=False)
+        self.app: ServiceApp = create_app(config, backend=backend, player_hub=False, start=False)
         self.waitress = create_server(self.app, host=config.host, port=config.port, **waitress_settings(config))
+        channel_class = _player_channel_class()
+        if channel_class is not None:
+            self.waitress.channel_class = channel_class
         self.host, self.port = self.waitress.getsockname()[:2]
-        if self.hub is not None:
-            self.hub.set_address(self.host, self.port)
+        # Players connect to this very port (the app mounts the hub at /train): one port for everyone.
+        self.app.hub = make_player_hub(self.host, self.port, config)
         self._done = threading.Event()
         self._shutdown_thread: threading.Thread | None = None
 

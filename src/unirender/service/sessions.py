@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 from unirender.cluster import Session, SessionBackend, SessionClosedError, SessionLostError
 from unirender.cluster.base import new_session_id
-from unirender.errors import PlayerCrashedError, RestartError
+from unirender.errors import PlayerError, RestartError
+from unirender.protocol import ProtocolError
 from unirender.service.errors import ApiError, from_unirender_error
 from unirender.service.limits import PlayerSlots, TokenBucket
 from unirender.service.metrics import ServiceMetrics
@@ -181,8 +182,8 @@ class SessionRegistry:
         started = time.perf_counter()
         try:
             event = fn(entry.session)
-        except (RestartError, PlayerCrashedError, SessionLostError) as exc:
-            self.metrics.steps.labels("player_crash").inc()
+        except (RestartError, PlayerError, ProtocolError, SessionLostError) as exc:
+            self.metrics.steps.labels("player_failure").inc()
             raise self._after_crash(entry, exc) from exc
         except SessionClosedError as exc:
             raise ApiError(410, "session_ended", str(exc)) from exc
@@ -198,24 +199,23 @@ class SessionRegistry:
         return event
 
     def _after_crash(self, entry: ServiceSession, exc: BaseException) -> ApiError:
-        """A player died during this request: restart it if asked to, otherwise end the session."""
-        detail = from_unirender_error(exc).message if not isinstance(exc, SessionLostError) else str(exc)
-        if entry.auto_restart:
-            try:
-                if not isinstance(exc, RestartError):  # the Controller did not restart it already
-                    entry.session.restart()
-                self.metrics.player_restarts.inc()
-                return ApiError(
-                    502, "player_restarted",
-                    f"the player crashed and was restarted; the episode is lost, reset and continue ({detail})",
-                )
-            except Exception as restart_exc:
-                detail += f"; restart failed: {restart_exc}"
-        elif isinstance(exc, RestartError):
+        """The player failed during this request. The Controller restarts a crashed player itself when the
+        session asked for that (``max_restarts``) and raises RestartError; anything else ends the session."""
+        error = from_unirender_error(exc)
+        if isinstance(exc, RestartError):
             self.metrics.player_restarts.inc()
-            return ApiError(502, "player_restarted", f"the player crashed and was restarted ({detail})")
-        self._end(entry, f"its player crashed: {detail}")
-        return ApiError(502, "player_crashed", f"the player crashed; session {entry.id} has ended: {detail}")
+            return error
+        if entry.auto_restart and isinstance(exc, SessionLostError):  # e.g. a lost Ray actor
+            try:
+                entry.session.restart()
+                self.metrics.player_restarts.inc()
+                return ApiError(502, "player_restarted", f"the player was lost and restarted; the episode is "
+                                f"lost, reset and continue ({exc})")
+            except Exception as restart_exc:
+                error.message += f"; restart failed: {restart_exc}"
+        self._end(entry, f"its player failed: {error.message}")
+        error.message = f"session {entry.id} has ended: {error.message}"
+        return error
 
     def _update_gauges(self) -> None:
         self.metrics.sessions.set(self.count())
