@@ -124,28 +124,20 @@ class GLRenderer:
         return result
 
     def _clear(self, fbo: moderngl.Framebuffer, outputs: tuple[str, ...]) -> None:
-        # One clear sets every target to 0 and depth to 1; rgb (background) and depth (far) then get their own.
-        background = self._state.background
-        if outputs == ("rgb",):
-            fbo.clear(*background, 1.0, depth=1.0)
+        # glClear uses one colour for all attachments: clear everything to the common value (0), then give the
+        # targets with their own background value (rgb: background colour, depth: far) a masked clear each.
+        values = {"rgb": (*self._state.background, 1.0), "depth": (float(self._frame[39]), 0.0, 0.0, 0.0)}
+        if len(outputs) == 1:
+            fbo.clear(*values.get(outputs[0], (0.0, 0.0, 0.0, 0.0)), depth=1.0)
             return
         fbo.clear(0.0, 0.0, 0.0, 0.0, depth=1.0)
+        fbo.depth_mask = False
         for attachment, name in enumerate(outputs):
-            if name == "rgb" and any(background):
-                value = (*background, 1.0)
-            elif name == "rgb":
-                value = (0.0, 0.0, 0.0, 1.0)
-            elif name == "depth":
-                value = (self._frame[39], 0.0, 0.0, 0.0)
-            else:
-                continue
-            masks = [(False,) * 4] * len(outputs)
-            masks[attachment] = (True,) * 4
-            fbo.color_mask = masks
-            fbo.depth_mask = False
-            fbo.clear(*value)
-            fbo.depth_mask = True
-            fbo.color_mask = [(True,) * 4] * len(outputs)
+            if name in values:
+                fbo.color_mask = tuple((i == attachment,) * 4 for i in range(len(outputs)))
+                fbo.clear(*values[name])
+        fbo.color_mask = tuple((True,) * 4 for _ in outputs)
+        fbo.depth_mask = True
 
     def _read(self, fbo, attachment: int, name: str, rgb_channels: int) -> np.ndarray:
         h, w = self.height, self.width

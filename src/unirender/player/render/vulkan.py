@@ -34,6 +34,17 @@ _devices: dict[int | None, tuple[wgpu.GPUAdapter, wgpu.GPUDevice]] = {}
 _devices_lock = threading.Lock()
 
 
+def _restrict_to_vulkan() -> None:
+    """Keep wgpu off its GLES/EGL back-end: enumerating it panics (EGL BadAccess) when a GLX context is current
+    in this process, and we only want Vulkan adapters anyway. Must run before wgpu creates its instance."""
+    try:
+        from wgpu.backends.wgpu_native.extras import set_instance_extras
+
+        set_instance_extras(backends=["Vulkan"])
+    except Exception:  # an instance already exists (someone used wgpu first) or an older wgpu: keep going
+        pass
+
+
 def _vulkan_adapters() -> list[wgpu.GPUAdapter]:
     adapters = [a for a in wgpu.gpu.enumerate_adapters_sync() if a.info.get("backend_type") == "Vulkan"]
     return sorted(adapters, key=lambda a: _TYPE_RANK.get(a.info.get("adapter_type"), 4))
@@ -44,6 +55,7 @@ def shared_device(device_index: int | None = None) -> tuple[wgpu.GPUAdapter, wgp
     (GPUs first, CPU rasterisers last); None = wgpu's high-performance choice."""
     with _devices_lock:
         if device_index not in _devices:
+            _restrict_to_vulkan()
             try:
                 if device_index is None:
                     adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
