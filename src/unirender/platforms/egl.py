@@ -39,7 +39,8 @@ def probe_egl(renderer_strings: bool = True) -> dict:
     client_ext = (egl.eglQueryString(None, EGL_EXTENSIONS) or b"").decode()
     if "EGL_EXT_device_enumeration" not in client_ext or "EGL_EXT_platform_device" not in client_ext:
         result["error"] = (
-            "EGL has no device enumeration (EGL_EXT_device_enumeration / EGL_EXT_platform_device)"
+            "EGL offers no device enumeration (EGL_EXT_device_enumeration, EGL_EXT_platform_device): "
+            "no EGL driver (vendor library) installed or usable"
         )
         return result
 

@@ -26,9 +26,9 @@ from unirender.platforms.classes import (
     platform_by_name,
 )
 from unirender.platforms.devices import Device
-from unirender.platforms.request import PlatformRequest
+from unirender.platforms.request import PlatformRequest, parse_x_display
 from unirender.platforms.x11 import find_screen
-from unirender.platforms.xvfb import VirtualDisplay, acquire_virtual_display, xvfb_path
+from unirender.platforms.xvfb import VirtualDisplay, acquire_virtual_display, lease_shared, xvfb_path
 
 log = logging.getLogger(__name__)
 
@@ -189,6 +189,8 @@ def resolve(
             resolution = Resolution(
                 request, plat, dict(assessment.env), list(assessment.args), assessment.device, candidates
             )
+            if "DISPLAY" in resolution.env:  # one of our own shared Xvfbs, found by the scan: hold it too
+                resolution.virtual_display = lease_shared(parse_x_display(resolution.env["DISPLAY"])[0])
         elif isinstance(plat, Linux64) and assessment.applicable and _virtual_allowed(request):
             resolution = _try_virtual_display(plat, request, candidates)
         if resolution is not None:

@@ -340,6 +340,16 @@ def acquire_virtual_display(width: int, height: int) -> VirtualDisplay:
         return display
 
 
+def lease_shared(number: int) -> VirtualDisplay | None:
+    """Another lease on our shared display ``:number`` (when a scan found it), so it outlives its first user."""
+    with _registry_lock:
+        for display in _shared:
+            if display.number == number and display.alive():
+                display.refs += 1
+                return display
+    return None
+
+
 def _release_shared(display: VirtualDisplay) -> None:
     with _registry_lock:
         if display.refs > 0:
