@@ -1,0 +1,108 @@
+"""A real ``unirender serve`` process on loopback, one per test module."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from unirender._process import ManagedProcess
+
+SERVING = re.compile(r"unirender serving on (http://127\.0\.0\.1:\d+)")
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (from /proc), for orphan checks."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+class ServiceProcess:
+    def __init__(self, config: dict, tmp: Path):
+        self.tmp = tmp
+        self.config_path = tmp / "service.yaml"
+        self.config_path.write_text(yaml.safe_dump({"port": 0, "data_root": str(tmp / "data"), **config}))
+        self.log_path = tmp / "serve.log"
+        env = {k: v for k, v in os.environ.items() if k not in ("UNIRENDER_TOKENS", "UNIRENDER_CONFIG")}
+        self.process = ManagedProcess(
+            [sys.executable, "-m", "unirender.cli", "serve", "--config", str(self.config_path)],
+            env=env, log_path=self.log_path, name="unirender-serve",
+        )
+        self.url = self._wait_for_url(60.0)
+
+    def _wait_for_url(self, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            match = SERVING.search(self.log())
+            if match:
+                return match.group(1)
+            if not self.process.alive():
+                raise RuntimeError(f"unirender serve exited early:\n{self.log()}")
+            time.sleep(0.05)
+        self.process.terminate()
+        raise RuntimeError(f"unirender serve did not come up:\n{self.log()}")
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def sigterm(self, timeout: float = 60.0) -> int | None:
+        if self.process.alive():
+            os.kill(self.process.pid, signal.SIGTERM)
+        return self.process.wait(timeout)
+
+    def stop(self) -> None:
+        kids = descendants(self.process.pid)
+        with contextlib.suppress(Exception):
+            self.sigterm(30.0)
+        self.process.terminate(grace=2.0)
+        for pid in kids:  # belt and braces: a failed test must not leave players behind
+            with contextlib.suppress(ProcessLookupError):
+                if alive(pid):
+                    os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def make_service(tmp_path_factory):
+    started: list[ServiceProcess] = []
+
+    def make(config: dict) -> ServiceProcess:
+        service = ServiceProcess(config, tmp_path_factory.mktemp("service"))
+        started.append(service)
+        return service
+
+    yield make
+    for service in started:
+        service.stop()
