@@ -113,7 +113,9 @@ def _font(size: int):
         return ImageFont.load_default()
 
 
-def contact_sheet(frames: Iterable[tuple[str, np.ndarray]], *, tile: int = 256, columns: int = 4) -> Image.Image:
+def contact_sheet(
+    frames: Iterable[tuple[str, np.ndarray]], *, tile: int = 256, columns: int = 4
+) -> Image.Image:
     """A grid of ``tile``-wide panels, each captioned with its label (and value range where useful)."""
     panels = []
     for label, array in frames:

@@ -44,11 +44,13 @@ class Dataset:
             self.close()
 
     def event(self, i: int):
+        from unirender.jobs.episodes import group_camera_frames
         from unirender.protocol.event import Event
 
-        return Event.from_frames(self.records[i]["metadata"], self.frames(i))
+        return Event.from_frames(self.records[i]["metadata"], group_camera_frames(self.frames(i)))
 
     def frames(self, i: int) -> dict[str, np.ndarray]:
+        """Frame ``i``'s arrays as written (third-party images one per camera: ``<name>.<camera>``)."""
         record = self.records[i]
         location = record["location"]
         if self.format == "png":

@@ -42,7 +42,11 @@ def encode_png(array: np.ndarray, compress_level: int = 1) -> bytes:
 def decode_png(data: bytes) -> np.ndarray:
     with Image.open(io.BytesIO(data)) as image:
         if image.mode in ("I;16", "I;16B", "I;16L", "I"):
-            return np.asarray(image, dtype=np.uint16) if image.mode != "I" else np.asarray(image).astype(np.uint16)
+            return (
+                np.asarray(image, dtype=np.uint16)
+                if image.mode != "I"
+                else np.asarray(image).astype(np.uint16)
+            )
         return np.asarray(image)
 
 

@@ -140,6 +140,30 @@ def modality_of(key: str) -> str:
 
 
 def frames_to_record(event, render: RenderSpec) -> dict[str, np.ndarray]:
-    """The event's decoded images that the spec asks for, keyed as ``Event.frames()`` names them."""
+    """The event's decoded images that the spec asks for. Keys are ``Event.frames()`` names; a third-party
+    stack ``(N, H, W, ...)`` is split into one image per camera, keyed ``<name>.<camera name>`` in camera
+    order (so each camera image is its own PNG; :func:`group_camera_frames` undoes it)."""
     wanted = set(render.modalities)
-    return {key: array for key, array in event.frames().items() if modality_of(key) in wanted}
+    names = [c.name for c in render.cameras]
+    out: dict[str, np.ndarray] = {}
+    for key, array in event.frames().items():
+        if modality_of(key) not in wanted:
+            continue
+        if key.startswith("third_party_"):
+            for i, image in enumerate(array):
+                out[f"{key}.{names[i] if i < len(names) else i}"] = image
+        else:
+            out[key] = array
+    return out
+
+
+def group_camera_frames(frames: dict[str, np.ndarray]) -> dict[str, np.ndarray | list[np.ndarray]]:
+    """Inverse of the split in :func:`frames_to_record`: per-camera keys back into lists in camera order."""
+    out: dict[str, np.ndarray | list[np.ndarray]] = {}
+    for key, array in frames.items():
+        base, dot, _camera = key.partition(".")
+        if dot and base.startswith("third_party_"):
+            out.setdefault(base, []).append(array)
+        else:
+            out[key] = array
+    return out

@@ -31,6 +31,7 @@ from unirender.spec import JobSpec
 
 log = logging.getLogger(__name__)
 
+
 @dataclass
 class JobResult:
     directory: Path

@@ -62,7 +62,9 @@ class JobState:
                 state.dir.mkdir(parents=True, exist_ok=True)
                 write_atomic(
                     state.dir / "job.json",
-                    dumps_json({"spec_hash": spec.content_hash(), "spec": spec.model_dump(mode="json")}).encode(),
+                    dumps_json(
+                        {"spec_hash": spec.content_hash(), "spec": spec.model_dump(mode="json")}
+                    ).encode(),
                 )
             (state.dir / "units").mkdir(exist_ok=True)
         except BaseException:

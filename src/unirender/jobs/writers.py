@@ -101,7 +101,9 @@ class _ShardedEpisodeWriter(EpisodeWriter):
             self._tmp = temp_path_for(self._path)
             self._open(self._tmp)
         files = self._write_frame(index, frames, metadata)
-        self.records.append({"index": index, "location": self._location(), "files": files, "metadata": metadata})
+        self.records.append(
+            {"index": index, "location": self._location(), "files": files, "metadata": metadata}
+        )
         self._in_shard += 1
         if self._in_shard >= self.output.frames_per_shard:
             self._seal()

@@ -343,11 +343,7 @@ class JobSpec(_Strict):
             raise _FieldError(
                 f"environment.initialize.{shadowed[0]}", "set by render.modalities; remove it here"
             )
-        if (
-            not self.environment.is_builtin
-            and "flow" in self.render.modalities
-            and self.render.cameras
-        ):
+        if not self.environment.is_builtin and "flow" in self.render.modalities and self.render.cameras:
             # AI2-THOR builds never fill third-party flow (spec 4.2): a camera could not deliver it.
             raise _FieldError(
                 "render.modalities",

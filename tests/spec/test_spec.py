@@ -1,0 +1,283 @@
+"""The spec schema: loading from every file format, the Controller mapping, and errors with key paths."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import subprocess
+import sys
+
+import pytest
+
+from unirender.errors import SpecError
+from unirender.spec import JobSpec, load_environment, load_spec
+
+MINIMAL = {"episodes": [{"scene": "FloorPlan1_physics", "actions": ["MoveAhead"]}]}
+
+
+def job(**parts) -> dict:
+    doc = json.loads(json.dumps(MINIMAL))
+    for key, value in parts.items():
+        doc[key] = value
+    return doc
+
+
+# (document, key path that must be reported, fragment of its message)
+BAD_SPECS = [
+    (job(environment={"width": 0}), "environment.width", "greater than or equal to 1"),
+    (job(environment={"height": -3}), "environment.height", "greater than or equal to 1"),
+    (job(environment={"platfrom": "EGL"}), "environment.platfrom", "allowed keys: executable, platform"),
+    (job(environment={"platform": "Metal"}), "environment.platform", "'CloudRendering'"),
+    (job(environment={"transport": "tcp"}), "environment.transport", "'fifo' or 'wsgi'"),
+    (job(environment={"width": "wide"}), "environment.width", "valid integer"),
+    (job(environment={"quality": "Best"}), "environment.quality", "'Ultra'"),
+    (job(environment={"platform": "EGL", "executable": "/opt/thor/thor"}), "environment.platform", "builtin"),
+    (job(environment={"headless": True}), "environment.headless", "renderImage=false"),
+    (job(environment={"x_display": "remote:0"}), "environment.x_display", "pattern"),
+    (job(environment={"initialize": {"width": 64}}), "environment.initialize", "environment settings"),
+    (
+        job(environment={"initialize": {"renderDepthImage": True}}),
+        "environment.initialize.renderDepthImage",
+        "set by render.modalities",
+    ),
+    (job(render={"modalities": ["rgb", "flow"]}), "render.flow_policy", "previous_step"),
+    (job(render={"modalities": ["rgb", "xray"]}), "render.modalities.1", "'semantic_segmentation'"),
+    (job(render={"modalities": []}), "render.modalities", "at least 1"),
+    (job(render={"modalities": ["rgb", "rgb"]}), "render.modalities", "more than once"),
+    (job(render={"depth_format": "Inches"}), "render.depth_format", "'Millimeters'"),
+    (
+        job(render={"cameras": [{"name": "a", "position": {"x": 1}}, {"name": "a", "position": {}}]}),
+        "render.cameras",
+        "unique",
+    ),
+    (job(render={"cameras": [{"name": "top"}]}), "render.cameras.0.position", "missing"),
+    (
+        job(render={"cameras": [{"name": "top", "position": {}, "field_of_view": 190}]}),
+        "render.cameras.0.field_of_view",
+        "less than 180",
+    ),
+    (
+        job(
+            environment={"executable": "/opt/thor/thor", "platform": "Linux64"},
+            render={
+                "modalities": ["flow"],
+                "flow_policy": "previous_step",
+                "cameras": [{"name": "c", "position": {}}],
+            },
+        ),
+        "render.modalities",
+        "third-party",
+    ),
+    (job(episodes=[]), "episodes", "at least 1"),
+    ({}, "episodes", "missing"),
+    (job(episodes=[{"actions": ["MoveAhead"]}]), "episodes.0.scene", "missing"),
+    (
+        job(episodes=[{"scene": "s", "actions": ["MoveAhead"], "poses": [{"position": {}}]}]),
+        "episodes.0",
+        "exactly one of",
+    ),
+    (job(episodes=[{"scene": "s"}]), "episodes.0", "exactly one of"),
+    (job(episodes=[{"scene": "s", "actions": [{"degrees": 30}]}]), "episodes.0.actions", "'action' name"),
+    (job(episodes=[{"scene": "s", "actions": ["Reset"]}]), "episodes.0.actions", "issued by the job"),
+    (
+        job(episodes=[{"scene": "s", "poses": [{"position": {"x": 1}, "horizon": 120}]}]),
+        "episodes.0.poses.0.horizon",
+        "90",
+    ),
+    (
+        job(episodes=[{"scene": "s", "generator": {"kind": "grid", "rotatons": [0]}}]),
+        "episodes.0.generator.rotatons",
+        "allowed keys: kind, rotations, horizons, every, max_positions",
+    ),
+    (
+        job(episodes=[{"scene": "s", "generator": {"kind": "spiral"}}]),
+        "episodes.0.generator",
+        "'grid', 'random'",
+    ),
+    (
+        job(episodes=[{"scene": "s", "generator": {"kind": "random"}}]),
+        "episodes.0.generator.count",
+        "missing",
+    ),
+    (
+        job(episodes=[{"scene": "s", "actions": ["MoveAhead"], "repeat": 0}]),
+        "episodes.0.repeat",
+        "greater than",
+    ),
+    (job(output={"format": "hdf5"}), "output.format", "'webdataset'"),
+    (job(output={"format": "npz", "depth_encoding": "png16"}), "output.depth_encoding", "needs format 'png'"),
+    (job(output={"frames_per_shard": 0}), "output.frames_per_shard", "greater than"),
+    (job(workers=0), "workers", "at least 1"),
+    (job(colour="blue"), "colour", "allowed keys: version, name, environment"),
+]
+
+
+@pytest.mark.parametrize(("doc", "path", "fragment"), BAD_SPECS, ids=[p for _, p, _ in BAD_SPECS])
+def test_bad_spec_names_the_key_and_what_is_allowed(doc, path, fragment):
+    with pytest.raises(SpecError) as info:
+        load_spec(doc)
+    paths = dict(info.value.errors)
+    assert path in paths, info.value.errors
+    assert fragment in paths[path], paths[path]
+    assert path in str(info.value)  # the message a person reads names it too
+
+
+def test_all_errors_are_reported_at_once():
+    with pytest.raises(SpecError) as info:
+        load_spec(job(environment={"width": 0, "height": 0, "transport": "tcp"}))
+    assert {p for p, _ in info.value.errors} == {
+        "environment.width",
+        "environment.height",
+        "environment.transport",
+    }
+
+
+SPEC_YAML = """
+name: kitchen
+environment: {width: 64, height: 48, transport: wsgi, initialize: {gridSize: 0.25}}
+render:
+  modalities: [rgb, depth, flow]
+  flow_policy: previous_step
+  cameras: [{name: top, position: {x: 0, y: 2.5, z: 0}, rotation: 90, field_of_view: 60}]
+episodes:
+  - {scene: FloorPlan1_physics, actions: [MoveAhead, {action: RotateRight, degrees: 30}], repeat: 2}
+  - {scene: FloorPlan1_physics, poses: [{position: {x: 0, y: 0.9, z: 0}, rotation: 90}]}
+  - {scene: FloorPlan1_physics, generator: {kind: random, count: 5, seed: 3}}
+output: {directory: out/kitchen, format: webdataset}
+"""
+
+SPEC_TOML = """
+name = "kitchen"
+[environment]
+width = 64
+height = 48
+transport = "wsgi"
+initialize = {gridSize = 0.25}
+[render]
+modalities = ["rgb", "depth", "flow"]
+flow_policy = "previous_step"
+cameras = [{name = "top", position = {x = 0, y = 2.5, z = 0}, rotation = 90, field_of_view = 60}]
+[[episodes]]
+scene = "FloorPlan1_physics"
+actions = ["MoveAhead", {action = "RotateRight", degrees = 30}]
+repeat = 2
+[[episodes]]
+scene = "FloorPlan1_physics"
+poses = [{position = {x = 0, y = 0.9, z = 0}, rotation = 90}]
+[[episodes]]
+scene = "FloorPlan1_physics"
+generator = {kind = "random", count = 5, seed = 3}
+[output]
+directory = "out/kitchen"
+format = "webdataset"
+"""
+
+
+def test_yaml_json_and_toml_load_the_same_spec(tmp_path):
+    import yaml
+
+    (tmp_path / "job.yaml").write_text(SPEC_YAML)
+    (tmp_path / "job.toml").write_text(SPEC_TOML)
+    (tmp_path / "job.json").write_text(json.dumps(yaml.safe_load(SPEC_YAML)))
+    specs = [load_spec(tmp_path / f"job.{ext}") for ext in ("yaml", "json", "toml")]
+    assert specs[0] == specs[1] == specs[2]
+    spec = specs[0]
+    assert spec.render.cameras[0].rotation.y == 90  # a bare number is a rotation about y
+    assert [e.known_frame_count for e in spec.episodes] == [3, 1, 5]
+    assert spec.episodes[0].action_dicts()[0] == {"action": "MoveAhead"}
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "fragment"),
+    [
+        ("bad.yaml", "episodes: [unclosed", "not valid YAML"),
+        ("bad.json", "{", "not valid JSON"),
+        ("bad.toml", "episodes = [", "not valid TOML"),
+        ("list.yaml", "- a\n- b\n", "mapping at the top level"),
+        ("job.ini", "[x]", "unknown spec file type"),
+    ],
+)
+def test_unreadable_files_are_spec_errors(tmp_path, name, text, fragment):
+    (tmp_path / name).write_text(text)
+    with pytest.raises(SpecError, match=fragment):
+        load_spec(tmp_path / name)
+
+
+def test_missing_file_is_a_spec_error(tmp_path):
+    with pytest.raises(SpecError, match="cannot read"):
+        load_spec(tmp_path / "nope.yaml")
+
+
+def test_controller_kwargs_fit_the_controller_signature():
+    from unirender.controller import Controller
+
+    spec = load_spec(job(render={"modalities": ["rgb", "depth", "normals"], "depth_format": "Millimeters"}))
+    kwargs = spec.controller_kwargs()
+    inspect.signature(Controller).bind(**kwargs)  # raises TypeError if a name is wrong
+    assert kwargs["server"] == "fifo" and kwargs["depth_format"] == "Millimeters"
+    assert kwargs["renderDepthImage"] is True and kwargs["renderNormalsImage"] is True
+    assert kwargs["renderFlowImage"] is False and kwargs["renderInstanceSegmentation"] is False
+
+
+def test_initialize_parameters_pass_through_unchanged():
+    env = load_environment({"environment": {"initialize": {"gridSize": 0.1, "custom": {"a": [1, 2]}}}})
+    kwargs = env.controller_kwargs()
+    assert kwargs["gridSize"] == 0.1 and kwargs["custom"] == {"a": [1, 2]}
+    assert "renderDepthImage" not in kwargs  # without a render spec no modality flags are set
+
+
+def test_content_hash_follows_content_not_placement():
+    base = load_spec(job())
+    moved = load_spec(job(output={"directory": "elsewhere"}, workers=3, name="other"))
+    bigger = load_spec(job(environment={"width": 301}))
+    assert base.content_hash() == moved.content_hash()
+    assert base.content_hash() != bigger.content_hash()
+
+
+def test_schema_command_prints_json_schema_that_forbids_unknown_keys():
+    out = subprocess.run(
+        [sys.executable, "-m", "unirender.cli", "spec", "schema"], capture_output=True, text=True, check=True
+    ).stdout
+    schema = json.loads(out)
+    assert schema["title"] == "JobSpec" and "episodes" in schema["required"]
+    assert schema["additionalProperties"] is False
+    env = schema["$defs"]["EnvironmentSpec"]
+    assert env["properties"]["transport"]["enum"] == ["fifo", "wsgi"]
+    assert schema == JobSpec.model_json_schema()
+
+
+def test_check_command_reports_errors_with_exit_code_2(tmp_path):
+    (tmp_path / "bad.yaml").write_text(
+        "episodes: [{scene: s, actions: [MoveAhead]}]\nenvironment: {width: 0}\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "unirender.cli", "spec", "check", str(tmp_path / "bad.yaml")],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2
+    assert "environment.width" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_check_command_prints_the_resolved_plan(tmp_path):
+    (tmp_path / "job.yaml").write_text(SPEC_YAML)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "unirender.cli",
+            "spec",
+            "check",
+            str(tmp_path / "job.yaml"),
+            "--workers",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = dict(line.split(None, 1) for line in proc.stdout.splitlines()[1:])
+    assert lines["players"] == "2"
+    assert lines["frames"] == str(3 * 2 + 1 + 5)
+    assert lines["platform"].split()[0] in ("EGL", "CloudRendering", "Linux64")
