@@ -7,11 +7,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from cluster_support import PLAYER, process_gone
 
 from unirender.cluster import CapacityError, LocalBackend, Resources, SessionClosedError, SessionLostError
 from unirender.errors import PlayerCrashedError, RestartError
-
-from .conftest import PLAYER, process_gone
 
 
 @pytest.fixture(scope="module")
@@ -97,12 +96,22 @@ def test_player_budget_fails_clearly_then_admits_after_a_stop():
 
 
 def test_gpu_round_robin_reaches_the_controller():
-    with LocalBackend(gpus=[0], sessions_per_gpu=1) as b:
-        session = b.create_session(PLAYER)
-        assert session.info()["gpu"] == 0
-        assert session.controller is not None
-        with pytest.raises(CapacityError, match="GPU"):
-            b.create_session(PLAYER, resources=Resources(gpu=0))
+    """Each session's GPU becomes the Controller's ``gpu_device``. Without GPUs (CI) the platform refuses that
+    device by number, which shows the index got there; with GPUs the session runs on it."""
+    from unirender.errors import PlatformError
+
+    with LocalBackend(gpus=[0, 1], sessions_per_gpu=1) as b:
+        for expected in (0, 1):
+            try:
+                session = b.create_session(PLAYER)
+            except PlatformError as exc:
+                assert f"gpu_device={expected}" in str(exc)
+                assert b.info()["capacity"]["sessions"] == expected  # the failed launch gave its slot back
+                b.placement.acquire(Resources(gpu=expected))  # hold it, as a running session would
+            else:
+                assert session.info()["gpu"] == expected
+        with pytest.raises(CapacityError, match="every GPU has 1 sessions"):
+            b.create_session(PLAYER)
 
 
 def test_failed_launch_releases_its_slot():

@@ -10,8 +10,7 @@ import threading
 
 import numpy as np
 import pytest
-
-from .conftest import PLAYER, process_gone
+from cluster_support import PLAYER, process_gone
 
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402

@@ -26,7 +26,7 @@ from unirender.cluster.base import (
     normalize_action,
 )
 from unirender.cluster.placement import LocalPlacement, Slot
-from unirender.errors import PlayerCrashedError, RestartError
+from unirender.errors import PlayerError, RestartError
 
 if TYPE_CHECKING:
     from unirender.protocol.event import Event
@@ -79,25 +79,25 @@ class LocalSession(Session):
     def step(self, action: dict | str | None = None, **kwargs: Any) -> Event:
         action = normalize_action(action, kwargs)
         with self._lock:
-            return self._call(self._controller.step, action)
+            return self._call("step", action)
 
     def reset(self, scene: str | None = None, **initialize_params: Any) -> Event:
         with self._lock:
-            return self._call(self._controller.reset, scene, **initialize_params)
+            return self._call("reset", scene, **initialize_params)
 
-    def _call(self, method: Any, *args: Any, **kwargs: Any) -> Event:
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Event:
         self._check_open()
         if self.state == LOST:
             raise SessionLostError(
                 f"session {self.id}: its player crashed and was not restarted; call restart()"
             )
         try:
-            event = method(*args, **kwargs)
+            event = getattr(self._controller, method)(*args, **kwargs)
         except RestartError:
             self.restarts += 1  # the Controller restarted the player: episode lost, new player ready
             self.last_event = getattr(self._controller, "last_event", None)
             raise
-        except PlayerCrashedError:
+        except PlayerError:  # crashed beyond max_restarts, hung, garbled: the Controller stopped itself
             self.state = LOST
             raise
         self.steps += 1

@@ -31,7 +31,7 @@ from unirender.cluster.base import (
     normalize_action,
 )
 from unirender.cluster.ray_actor import IncarnationChanged, SessionActor, unpack_event
-from unirender.errors import PlayerCrashedError, PlayerTimeoutError, RestartError
+from unirender.errors import PlayerError, PlayerTimeoutError, RestartError
 
 if TYPE_CHECKING:
     from unirender.protocol.event import Event
@@ -153,6 +153,7 @@ class RaySession(Session):
         except ray.exceptions.RayActorError as exc:
             self._recover(f"its Ray actor died during {method}: {_first_line(exc)}")
         except ray.exceptions.GetTimeoutError:
+            self.state = LOST  # the actor is stuck in that call; restart() replaces it
             raise PlayerTimeoutError(
                 f"session {self.id}: no answer to {method} within {self._backend.step_timeout:g} s "
                 f"(actor on node {self._placed.get('node')})"
@@ -161,7 +162,7 @@ class RaySession(Session):
             self.restarts += 1  # the Controller inside the actor restarted its player
             self._refresh_last_event()
             raise
-        except PlayerCrashedError:
+        except PlayerError:  # crashed beyond max_restarts, hung, garbled: the Controller stopped itself
             self.state = LOST
             raise
         event = unpack_event(packed)

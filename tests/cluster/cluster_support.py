@@ -1,16 +1,10 @@
-"""Shared pieces of the cluster tests: the real reference player at a small size, and process checks."""
+"""Shared pieces of the cluster tests: the real reference player at a small size, and process checks.
+(A plain module, not a conftest: imported as ``from cluster_support import ...``.)"""
 
 import os
 import time
 
-import pytest
-
 PLAYER = {"executable": "builtin", "width": 64, "height": 64, "platform": "EGL", "server": "fifo"}
-
-
-@pytest.fixture
-def player_kwargs():
-    return dict(PLAYER)
 
 
 def process_gone(pid: int, within: float = 10.0) -> bool:
