@@ -1,0 +1,243 @@
+"""A real ``unirender serve`` process with the reference player: sessions over FIFO and WSGI, the three response
+formats against a local Controller, ownership, one-shot renders, jobs, and a player killed mid-session."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+import requests
+
+from unirender.client import Client, RemoteSession, ServiceError
+from unirender.controller import Controller
+from unirender.errors import ActionError, PlayerCrashedError, RestartError
+from unirender.spec import EnvironmentSpec, RenderSpec
+
+ALICE, BOB = "alice-secret-token", "bob-secret-token"
+W, H = 96, 72
+MODALITIES = ["rgb", "depth", "instance_segmentation"]
+ACTIONS = [{"action": "RotateRight"}, {"action": "MoveAhead"}, {"action": "LookDown", "degrees": 15}]
+
+
+@pytest.fixture(scope="module")
+def service(make_service):
+    return make_service({
+        "tokens": {"alice": ALICE, "bob": BOB},
+        "limits": {"sessions_per_token": 2, "total_players": 6},
+    })
+
+
+@pytest.fixture(scope="module")
+def alice(service):
+    with Client(service.url, ALICE) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def bob(service):
+    with Client(service.url, BOB) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def local():
+    env = EnvironmentSpec(width=W, height=H)
+    controller = Controller(**env.controller_kwargs(RenderSpec(modalities=MODALITIES)), scene="FloorPlan1")
+    yield controller
+    controller.stop()
+
+
+@pytest.fixture(scope="module")
+def fifo_session(alice):
+    session = alice.session({"width": W, "height": H}, render={"modalities": MODALITIES}, scene="FloorPlan1")
+    yield session
+    session.stop()
+
+
+def assert_same_event(remote, local_event, frame_names=("frame", "depth_frame", "instance_segmentation_frame")):
+    for key in ("lastActionSuccess", "lastAction"):
+        assert remote.metadata[key] == local_event.metadata[key]
+    assert remote.metadata["agent"]["position"] == local_event.metadata["agent"]["position"]
+    assert remote.metadata["agent"]["rotation"] == local_event.metadata["agent"]["rotation"]
+    for name in frame_names:
+        mine, theirs = getattr(remote, name), getattr(local_event, name)
+        assert mine is not None and mine.shape == theirs.shape and mine.dtype == theirs.dtype, name
+        assert np.array_equal(mine, theirs), name
+
+
+def test_fifo_session_matches_local_controller_in_every_format(service, fifo_session, local):
+    info = fifo_session.info()
+    assert info["state"] == "ready" and info["platform"] and info["server_type"].lower() == "fifo"
+    views = {
+        fmt: RemoteSession(Client(service.url, ALICE, format=fmt), fifo_session.info_at_start,
+                           modalities=MODALITIES if fmt == "json" else None)
+        for fmt in ("msgpack", "json", "multipart")
+    }
+    for action in ACTIONS:
+        for fmt, view in views.items():
+            # each format gets its own step, matched by a local step of the same action
+            assert_same_event(view.step(action), local.step(action))
+    # JSON without ?modalities= is metadata only
+    plain = Client(service.url, ALICE, format="json").request(
+        "POST", f"/v1/sessions/{fifo_session.id}/step", {"action": "Pass"}, accept="application/json"
+    ).json()
+    assert plain["frames"] == {} and plain["metadata"]["lastAction"] == "Pass"
+    local.step("Pass")
+    for view in views.values():
+        view.client.close()
+
+
+def test_wsgi_session_serves_its_player_on_the_service_port(alice, local):
+    with alice.session({"width": W, "height": H, "transport": "wsgi"}, render={"modalities": MODALITIES},
+                       scene="FloorPlan1") as session:
+        assert session.info()["server_type"].lower() == "wsgi"
+        first = session.reset("FloorPlan1")
+        assert_same_event(first, local.reset("FloorPlan1"))
+        for action in ACTIONS:
+            assert_same_event(session.step(action), local.step(action))
+
+
+def test_other_tokens_cannot_see_a_session(service, bob, fifo_session):
+    for method, path in [("GET", ""), ("DELETE", ""), ("POST", "/step"), ("POST", "/reset")]:
+        with pytest.raises(ServiceError) as info:
+            bob.request(method, f"/v1/sessions/{fifo_session.id}{path}", {"action": "Pass"} if path else None)
+        assert info.value.status == 404 and info.value.code == "session_not_found"
+    assert fifo_session.id not in [s["id"] for s in bob.sessions()]
+    assert fifo_session.info()["state"] == "ready"
+
+
+def test_sessions_per_token_limit(alice, fifo_session):
+    second = alice.session({"width": 32, "height": 32})
+    try:
+        with pytest.raises(ServiceError) as info:
+            alice.session({"width": 32, "height": 32})
+        assert info.value.status == 429 and info.value.code == "too_many_sessions"
+    finally:
+        second.stop()
+    with pytest.raises(ServiceError) as info:
+        second.step("Pass")
+    assert info.value.status == 410 and info.value.code == "session_ended"
+
+
+def test_invalid_action_is_a_client_error(fifo_session):
+    with pytest.raises(ActionError) as info:  # the same exception type as a local Controller raises
+        fifo_session.step({"action": "RotateRight", "unknownArgument": 1})
+    assert info.value.status == 400 and info.value.code == "invalid_action"
+    assert "unknownArgument" in str(info.value)
+    assert fifo_session.step("Pass").metadata["lastActionSuccess"]
+
+
+def test_killed_player_fails_only_its_own_session(bob, fifo_session):
+    """Bob's players are SIGKILLed between steps while Alice's session steps concurrently: Alice never sees
+    an error; Bob gets a clear error, a restart when he asked for one, and a closed session otherwise."""
+    alice_errors: list[BaseException] = []
+    alice_steps = [0]
+    stop = threading.Event()
+
+    def alice_loop():
+        while not stop.is_set():
+            try:
+                fifo_session.step("RotateLeft")
+                alice_steps[0] += 1
+            except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+                alice_errors.append(exc)
+
+    worker = threading.Thread(target=alice_loop)
+    worker.start()
+    try:
+        restarting = bob.session({"width": 32, "height": 32}, auto_restart=True)
+        one_shot = bob.session({"width": 32, "height": 32})
+        restarting.step("Pass")
+        os.kill(restarting.info()["pid"], signal.SIGKILL)
+        with pytest.raises(RestartError) as info:
+            restarting.step("RotateRight")
+        assert info.value.status == 502 and info.value.code == "player_restarted"
+        assert restarting.step("RotateRight").metadata["lastActionSuccess"]
+        assert restarting.info()["restarts"] == 1
+
+        pid = one_shot.info()["pid"]
+        os.kill(pid, signal.SIGKILL)
+        with pytest.raises(PlayerCrashedError) as info:
+            one_shot.step("Pass")
+        assert info.value.status == 502 and info.value.code == "player_crashed"
+        assert "SIGKILL" in str(info.value)
+        with pytest.raises(ServiceError) as info:
+            one_shot.step("Pass")
+        assert info.value.status == 410
+        restarting.stop()
+    finally:
+        stop.set()
+        worker.join(60)
+    assert alice_errors == [] and alice_steps[0] > 0
+
+
+def test_one_shot_render_of_poses(alice):
+    episode = {"scene": "FloorPlan1", "poses": [
+        {"position": {"x": 0.0, "y": 0.9, "z": 0.0}, "rotation": 0},
+        {"position": {"x": 0.0, "y": 0.9, "z": 0.0}, "rotation": 90},
+    ]}
+    events = alice.render(episode, environment={"width": 48, "height": 32},
+                          render={"modalities": ["rgb", "depth"]})
+    assert len(events) == 2
+    for event in events:
+        assert event.frame.shape == (32, 48, 3) and event.depth_frame.shape == (32, 48)
+        assert event.instance_segmentation_frame is None
+    assert not np.array_equal(events[0].frame, events[1].frame)
+    # the temporary session is gone again
+    assert not [s for s in alice.sessions() if "episode" in s["environment"]]
+
+
+def test_job_with_progress_manifest_and_ownership(service, alice, bob):
+    spec = {
+        "name": "tiny",
+        "environment": {"width": 32, "height": 24},
+        "episodes": [{"scene": "FloorPlan1", "actions": ["RotateRight", "RotateRight", "MoveAhead"]}],
+        "output": {"directory": "runs/tiny"},
+        "workers": 1,
+    }
+    job = alice.submit_job(spec)
+    seen: list[dict] = []
+    status = job.wait(timeout=90, poll=0.2, progress=seen.append)
+    assert status["state"] == "succeeded", status
+    assert status["progress"]["frames_done"] == status["progress"]["frames_total"] == 4
+    assert seen and seen[-1]["frames_done"] == 4
+    manifest = job.manifest()
+    assert manifest  # the runner's manifest, served as JSON
+    out = service.tmp / "data" / "alice" / "runs" / "tiny"
+    assert (out / "manifest.json").is_file()
+    with pytest.raises(ServiceError) as info:
+        bob.request("GET", f"/v1/jobs/{job.id}")
+    assert info.value.status == 404
+    metrics = requests.get(service.url + "/metrics", timeout=10).text
+    assert 'unirender_jobs{state="succeeded"} 1.0' in metrics
+
+
+def test_job_cancel(alice):
+    spec = {
+        "environment": {"width": 32, "height": 24},
+        "episodes": [{"scene": "FloorPlan1", "actions": ["RotateRight"] * 400}],
+        "output": {"directory": "runs/cancelled"},
+        "workers": 1,
+    }
+    job = alice.submit_job(spec)
+    deadline = time.monotonic() + 60
+    while not job.status()["progress"].get("frames_done") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    job.cancel()
+    status = job.wait(timeout=60, poll=0.2)
+    assert status["state"] == "cancelled"
+    assert status["progress"]["frames_done"] < 401
+
+
+def test_metrics_count_steps_and_restarts(service, fifo_session):
+    fifo_session.step("Pass")
+    text = requests.get(service.url + "/metrics", timeout=10).text
+    steps = [line for line in text.splitlines() if line.startswith('unirender_steps_total{outcome="ok"}')]
+    assert steps and float(steps[0].split()[-1]) > 5
+    assert "unirender_player_restarts_total 1.0" in text
+    assert "unirender_step_seconds_count" in text
+    assert "Traceback" not in service.log()
