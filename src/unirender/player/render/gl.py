@@ -51,8 +51,8 @@ class GLRenderer:
                                software=software, device_type="CPU" if software else "GPU",
                                extra={"version": str(info.get("GL_VERSION", ""))})
         self._state = SceneState()
-        self._programs: dict[tuple[str, ...], moderngl.Program] = {}
-        self._vaos: dict[tuple[tuple[str, ...], int], moderngl.VertexArray] = {}
+        self._programs: dict[tuple, moderngl.Program] = {}  # by (outputs, light kinds, textured)
+        self._vaos: dict[tuple, moderngl.VertexArray] = {}  # by (program variant, group index)
         self._mesh_buffers: dict[str, tuple[moderngl.Buffer, moderngl.Buffer, int]] = {}
         self._group_buffers: list[moderngl.Buffer] = []
         self._textures: dict[str, moderngl.Texture] = {}
@@ -104,7 +104,6 @@ class GLRenderer:
         self._frame[:] = state.frame_uniforms(camera, previous_camera, self.width, self.height, "gl")
         with self._ctx as ctx:
             self._upload_scene()
-            self._program(outputs)  # compiled once per set of outputs
             fbo = self._fbo(outputs)
             fbo.use()
             self._clear(fbo, outputs)
@@ -114,9 +113,11 @@ class GLRenderer:
             self._ubo.write(self._frame)
             self._ubo.bind_to_uniform_block(0)
             for index, group in enumerate(state.groups):
-                if "rgb" in wanted:
+                textured = "rgb" in wanted and group.texture is not None
+                if textured:
                     self._texture(group.texture).use(0)
-                self._vao(outputs, index).render(moderngl.TRIANGLES, instances=len(group.records))
+                variant = (outputs, state.light_kinds, textured)
+                self._vao(variant, index).render(moderngl.TRIANGLES, instances=len(group.records))
             result = {}
             for attachment, name in enumerate(outputs):
                 result[name] = self._read(fbo, attachment, name, rgb_channels)
@@ -154,15 +155,15 @@ class GLRenderer:
         return out
 
     # -- cached GPU objects --------------------------------------------------------------------------------
-    def _program(self, outputs: tuple[str, ...]) -> moderngl.Program:
-        program = self._programs.get(outputs)
+    def _program(self, variant: tuple) -> moderngl.Program:
+        program = self._programs.get(variant)
         if program is None:
-            vertex, fragment = glsl_sources(outputs)
+            vertex, fragment = glsl_sources(*variant)
             program = self._ctx.program(vertex_shader=vertex, fragment_shader=fragment)
             program["Frame"].binding = 0
             if "albedo_texture" in program:
                 program["albedo_texture"].value = 0
-            self._programs[outputs] = program
+            self._programs[variant] = program
         return program
 
     def _fbo(self, outputs: tuple[str, ...]) -> moderngl.Framebuffer:
@@ -215,10 +216,10 @@ class GLRenderer:
             vao.release()
         self._vaos = {}
 
-    def _vao(self, outputs: tuple[str, ...], index: int) -> moderngl.VertexArray:
-        vao = self._vaos.get((outputs, index))
+    def _vao(self, variant: tuple, index: int) -> moderngl.VertexArray:
+        vao = self._vaos.get((variant, index))
         if vao is None:
-            program = self._programs[outputs]
+            program = self._program(variant)
             group = self._state.groups[index]
             vbo, ibo, _ = self._mesh_buffers[group.mesh]
             vao = self._ctx.vertex_array(
@@ -226,7 +227,7 @@ class GLRenderer:
                 [_layout(vbo, program, _VERTEX_ATTRS, ""), _layout(self._group_buffers[index], program,
                                                                    _INSTANCE_ATTRS, " /i")],
                 index_buffer=ibo, index_element_size=4)
-            self._vaos[(outputs, index)] = vao
+            self._vaos[(variant, index)] = vao
         return vao
 
     def close(self) -> None:

@@ -15,7 +15,7 @@ from .transforms import normal_matrix, view_matrix, view_projection
 MAX_LIGHTS = 8
 
 # One record per instance, read as per-instance vertex attributes. Matrices are column-major (GLSL/WGSL).
-# color.w = 1 when the instance samples its texture.
+# color.w = 1 when the instance is textured (informational: texturing is a shader variant per group).
 INSTANCE_DTYPE = np.dtype(
     [("model", "<f4", (16,)), ("prev_model", "<f4", (16,)), ("normal", "<f4", (9,)), ("color", "<f4", (4,)),
      ("id", "<u4")]
@@ -86,6 +86,11 @@ class SceneState:
             self._rendered_since_update = False
         self.instances = list(instances)
         self._rebuild_groups()
+
+    @property
+    def light_kinds(self) -> tuple[str, ...]:
+        """Shaders are specialised on this (unrolled lighting)."""
+        return tuple(light.kind for light in self.lights)
 
     def mark_rendered(self) -> None:
         self._rendered_since_update = True

@@ -124,7 +124,7 @@ class VulkanRenderer:
         self._sampler = device.create_sampler(mag_filter="linear", min_filter="linear", address_mode_u="repeat",
                                               address_mode_v="repeat")
         self._texture_groups: dict[str | None, wgpu.GPUBindGroup] = {}
-        self._pipelines: dict[tuple[str, ...], wgpu.GPURenderPipeline] = {}
+        self._pipelines: dict[tuple, wgpu.GPURenderPipeline] = {}  # by (outputs, light kinds, textured)
         self._mesh_buffers: dict[str, tuple[wgpu.GPUBuffer, wgpu.GPUBuffer, int]] = {}
         self._group_buffers: list[wgpu.GPUBuffer] = []
         self._uploaded = (-1, -1)
@@ -179,7 +179,6 @@ class VulkanRenderer:
         self._upload_scene()
         device = self._device
         device.queue.write_buffer(self._ubo, 0, frame)
-        pipeline = self._pipeline(outputs)
         staging, offsets = self._staging_buffer(outputs)
 
         encoder = device.create_command_encoder()
@@ -196,10 +195,11 @@ class VulkanRenderer:
             color_attachments=attachments,
             depth_stencil_attachment={"view": self._depth_view, "depth_load_op": wgpu.LoadOp.clear,
                                       "depth_store_op": wgpu.StoreOp.discard, "depth_clear_value": 1.0})
-        rpass.set_pipeline(pipeline)
         rpass.set_bind_group(0, self._frame_group)
         for index, group in enumerate(state.groups):
             vbo, ibo, count = self._mesh_buffers[group.mesh]
+            textured = "rgb" in wanted and group.texture is not None
+            rpass.set_pipeline(self._pipeline(outputs, state.light_kinds, textured))
             rpass.set_bind_group(1, self._texture_group(group.texture))
             rpass.set_vertex_buffer(0, vbo)
             rpass.set_vertex_buffer(1, self._group_buffers[index])
@@ -239,10 +239,12 @@ class VulkanRenderer:
         return out
 
     # -- cached GPU objects --------------------------------------------------------------------------------
-    def _pipeline(self, outputs: tuple[str, ...]) -> wgpu.GPURenderPipeline:
-        pipeline = self._pipelines.get(outputs)
+    def _pipeline(self, outputs: tuple[str, ...], light_kinds: tuple[str, ...],
+                  textured: bool) -> wgpu.GPURenderPipeline:
+        key = (outputs, light_kinds, textured)
+        pipeline = self._pipelines.get(key)
         if pipeline is None:
-            module = self._device.create_shader_module(code=wgsl_source(outputs))
+            module = self._device.create_shader_module(code=wgsl_source(*key))
             pipeline = self._device.create_render_pipeline(
                 layout=self._pipeline_layout,
                 vertex={"module": module, "entry_point": "vs_main", "buffers": _vertex_layouts()},
@@ -255,7 +257,7 @@ class VulkanRenderer:
                 fragment={"module": module, "entry_point": "fs_main",
                           "targets": [{"format": _TARGETS[name][0]} for name in outputs]},
             )
-            self._pipelines[outputs] = pipeline
+            self._pipelines[key] = pipeline
         return pipeline
 
     def _staging_buffer(self, outputs: tuple[str, ...]) -> tuple[wgpu.GPUBuffer, dict[str, int]]:

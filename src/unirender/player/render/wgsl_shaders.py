@@ -81,18 +81,9 @@ _OUTPUT_TYPES = {"rgb": "vec4<f32>", "depth": "f32", "instance": "u32", "normals
 _OUTPUT_CODE = {
     "rgb": """
     var albedo = vin.color.rgb;
-    if (vin.color.w > 0.5) {
-        albedo = albedo * textureSampleLevel(albedo_texture, albedo_sampler, vin.uv, 0.0).rgb;
-    }
+//TEXTURE
     var light = frame.ambient.rgb;
-    let count = i32(frame.ambient.w);
-    for (var i = 0; i < count; i = i + 1) {
-        var to_light = frame.light_vec[i].xyz;
-        if (frame.light_vec[i].w > 0.5) {
-            to_light = normalize(frame.light_vec[i].xyz - vin.world);
-        }
-        light = light + frame.light_color[i].rgb * max(dot(n, to_light), 0.0);
-    }
+//LIGHTS
     out.rgb = vec4<f32>(albedo * light, 1.0);
 """,
     "depth": "    out.depth = vin.eye_z;\n",
@@ -106,9 +97,23 @@ _OUTPUT_CODE = {
 }
 
 
-def wgsl_source(outputs: tuple[str, ...]) -> str:
-    """The WGSL module for the given ordered outputs; output i is written to location i."""
+def _lighting(light_kinds: tuple[str, ...]) -> str:
+    lines = []  # unrolled, as in gl_shaders.py
+    for i, kind in enumerate(light_kinds):
+        to_light = (f"normalize(frame.light_vec[{i}].xyz - vin.world)" if kind == "point"
+                    else f"frame.light_vec[{i}].xyz")
+        lines.append(f"    light = light + frame.light_color[{i}].rgb * max(dot(n, {to_light}), 0.0);")
+    return "\n".join(lines)
+
+
+_TEXTURE_CODE = "    albedo = albedo * textureSampleLevel(albedo_texture, albedo_sampler, vin.uv, 0.0).rgb;"
+
+
+def wgsl_source(outputs: tuple[str, ...], light_kinds: tuple[str, ...] = (), textured: bool = False) -> str:
+    """The WGSL module for the given ordered outputs (output i is written to location i), lights and
+    texturing."""
     fields = "\n".join(f"    @location({i}) {name}: {_OUTPUT_TYPES[name]}," for i, name in enumerate(outputs))
-    body = "".join(_OUTPUT_CODE[name] for name in outputs)
+    body = "".join(_OUTPUT_CODE[name] for name in outputs).replace("//LIGHTS", _lighting(light_kinds))
+    body = body.replace("//TEXTURE", _TEXTURE_CODE if textured else "")
     return (_COMMON + f"\nstruct FragmentOut {{\n{fields}\n}};\n\n@fragment\nfn fs_main(vin: VertexOut) -> FragmentOut {{\n"
             f"    let n = normalize(vin.normal);\n    var out: FragmentOut;\n{body}    return out;\n}}\n")
