@@ -78,7 +78,7 @@ def test_fifo_session_matches_local_controller_in_every_format(service, fifo_ses
         for fmt in ("msgpack", "json", "multipart")
     }
     for action in ACTIONS:
-        for fmt, view in views.items():
+        for view in views.values():
             # each format gets its own step, matched by a local step of the same action
             assert_same_event(view.step(action), local.step(action))
     # JSON without ?modalities= is metadata only
