@@ -184,3 +184,44 @@ def test_player_side_action_reader():
     (msg,) = FifoDecoder().feed(encode_message([(FieldType.ACTION, b"[1]")]))
     with pytest.raises(ProtocolError, match="must be a JSON object"):
         decode_fifo_action(msg)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    messages=messages_strategy,
+    reads=st.lists(st.integers(min_value=1, max_value=70000), min_size=1, max_size=20),
+)
+def test_read_into_buffers_yields_the_same_messages(messages, reads):
+    # the os.readv(fd, [decoder.get_buffer()]) pattern, with short reads of arbitrary sizes
+    stream = b"".join(encode_message(frames) for frames in messages)
+    decoder = FifoDecoder()
+    out, pos, i = [], 0, 0
+    while pos < len(stream):
+        target = decoder.get_buffer()
+        n = min(len(target), reads[i % len(reads)], len(stream) - pos)
+        target[:n] = stream[pos : pos + n]
+        pos += n
+        i += 1
+        out += decoder.buffer_updated(n)
+    decoder.end_of_stream()
+    assert [[(t, bytes(b)) for t, b in m.frames] for m in out] == [
+        [(t, bytes(b)) for t, b in frames] for frames in messages
+    ]
+
+
+def test_large_bodies_are_read_in_place():
+    image = bytes(range(256)) * 4096  # 1 MiB
+    stream = encode_fifo_emission({"a": 1}, [("image", image)])
+    decoder = FifoDecoder()
+    out, pos, targets = [], 0, []
+    while pos < len(stream):
+        target = decoder.get_buffer()
+        targets.append(target.obj)
+        n = min(len(target), len(stream) - pos)
+        target[:n] = stream[pos : pos + n]
+        pos += n
+        out += decoder.buffer_updated(n)
+    (msg,) = out
+    body = msg.frames[1][1]
+    assert bytes(body) == image and body.readonly
+    assert body.obj in [t for t in targets if t is not targets[0]]  # the kernel would have written into it

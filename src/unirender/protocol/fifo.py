@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 import msgpack
+import numpy as np
 
 from unirender.protocol.errors import (
     FrameTooLargeError,
@@ -74,6 +75,9 @@ END_OF_MESSAGE = HEADER.pack(FieldType.END_OF_MESSAGE, 0)
 # corrupt or desynchronised stream yields random lengths up to 4 GiB; the limit turns that into a clear error
 # instead of a multi-GiB allocation followed by a read that never completes.
 DEFAULT_MAX_FRAME_SIZE = 256 * 1024 * 1024
+# Reads outside large bodies go through this buffer: the default pipe capacity on Linux, so one read can take
+# everything a writer managed to put in the pipe.
+SCRATCH_SIZE = 64 * 1024
 
 _KNOWN_TYPES = frozenset(int(t) for t in FieldType)
 _EMPTY = memoryview(b"")
@@ -114,8 +118,10 @@ class FifoDecoder:
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE):
         self.max_frame_size = max_frame_size
+        self._scratch = bytearray(SCRATCH_SIZE)
+        self._reading_body = False  # the last get_buffer() handed out the body under construction
         self._header = bytearray()
-        self._body: bytearray | None = None  # body being filled, sized from its header
+        self._body: memoryview | None = None  # body being filled, sized from its header
         self._body_type: FieldType | None = None
         self._filled = 0
         self._frames: list[tuple[FieldType, memoryview]] = []
@@ -125,9 +131,36 @@ class FifoDecoder:
         """True while a message has started but its END_OF_MESSAGE has not arrived."""
         return bool(self._frames or self._header or self._body is not None)
 
+    def get_buffer(self) -> memoryview:
+        """Where the caller should read next (``os.readv(fd, [decoder.get_buffer()])``), then call
+        :meth:`buffer_updated` with the byte count. Inside a large frame body this is the body's own unfilled
+        tail, so image bytes go from the kernel straight into their final buffer (no intermediate copy);
+        otherwise it is a reusable scratch buffer. (The pattern of asyncio's ``BufferedProtocol``.)
+        """
+        if self._body is not None and len(self._body) - self._filled >= SCRATCH_SIZE // 2:
+            self._reading_body = True
+            return self._body[self._filled :]
+        self._reading_body = False
+        return memoryview(self._scratch)
+
+    def buffer_updated(self, nbytes: int) -> list[FifoMessage]:
+        """``nbytes`` were written into the last :meth:`get_buffer`; returns the messages they complete."""
+        if not self._reading_body:
+            return self._feed(memoryview(self._scratch)[:nbytes], zero_copy=False)
+        self._reading_body = False
+        self._filled += nbytes
+        if self._filled < len(self._body):
+            return []
+        self._frames.append((self._body_type, self._body.toreadonly()))
+        self._body = None
+        return []
+
     def feed(self, data: bytes | bytearray | memoryview) -> list[FifoMessage]:
+        """Decode ``data`` (any fragment of the stream); returns the messages it completes."""
         # Views into ``data`` are kept only when it is immutable bytes; anything else may be reused by the caller.
-        zero_copy = isinstance(data, bytes)
+        return self._feed(data, zero_copy=isinstance(data, bytes))
+
+    def _feed(self, data, zero_copy: bool) -> list[FifoMessage]:
         view = memoryview(data).cast("B") if not isinstance(data, memoryview) or data.format != "B" else data
         messages: list[FifoMessage] = []
         pos, end = 0, len(view)
@@ -138,7 +171,7 @@ class FifoDecoder:
                 self._filled += take
                 pos += take
                 if self._filled == len(self._body):
-                    self._frames.append((self._body_type, memoryview(self._body).toreadonly()))
+                    self._frames.append((self._body_type, self._body.toreadonly()))
                     self._body = None
                 continue
             need = HEADER_SIZE - len(self._header)
@@ -163,7 +196,8 @@ class FifoDecoder:
                 self._frames.append((field_type, view[pos : pos + length].toreadonly()))
                 pos += length
             else:
-                self._body = bytearray(length)
+                # uninitialised memory: every byte is about to be overwritten, zero-filling would be waste
+                self._body = memoryview(np.empty(length, dtype=np.uint8)).cast("B")
                 self._body_type = field_type
                 self._filled = 0
         return messages

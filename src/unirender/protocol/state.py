@@ -37,6 +37,17 @@ def encode_json_action(action: dict) -> bytes:
     return _ENCODER.encode(action).encode("ascii")
 
 
+def _copy_action_value(value):
+    """Deep copy of JSON-like data, several times faster than ``copy.deepcopy`` on typical actions."""
+    if isinstance(value, dict):
+        return {key: _copy_action_value(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_copy_action_value(item) for item in value]
+    if isinstance(value, str | int | float | bool | None | np.generic):
+        return value
+    return copy.deepcopy(value)  # ndarray and anything unusual
+
+
 def check_metadata(metadata: object) -> dict:
     """The minimum every full message needs: a map with a non-empty ``agents`` list of maps and a ``sequenceId``."""
     if not isinstance(metadata, dict):
@@ -75,7 +86,7 @@ class ControllerProtocol:
         """
         if not isinstance(action, dict):
             raise TypeError(f"an action must be a dict, got {type(action).__name__}")
-        action = copy.deepcopy(action)
+        action = _copy_action_value(action)
         if "rotation" in action and not isinstance(action["rotation"], dict):
             action["rotation"] = {"y": action["rotation"]}
         if "sequenceId" in action:
