@@ -155,11 +155,11 @@ def dispatch(session, raw: dict) -> tuple[int, ActionResult]:
     agent_id = 0
     try:
         if "agentId" in raw:
-            agent_id = _integer("agentId", raw["agentId"])
-            if not 0 <= agent_id < len(session.world.agents):
-                raise ActionFailure(
-                    f"agentId {agent_id} out of range (agentCount {len(session.world.agents)})"
-                )
+            requested = _integer("agentId", raw["agentId"])
+            if not 0 <= requested < len(session.world.agents):
+                count = len(session.world.agents)
+                raise ActionFailure(f"agentId {requested} out of range (agentCount {count})")
+            agent_id = requested
         spec = ACTIONS.get(name) if isinstance(name, str) else None
         if spec is None:
             raise ActionFailure(

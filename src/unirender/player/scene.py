@@ -481,7 +481,7 @@ def parse_scene(
     if not agents and floors:
         f = floors[0]
         agents = [AgentPose(((f.x0 + f.x1) / 2, AGENT_HALF_HEIGHT, (f.z0 + f.z1) / 2), 0.0)]
-    scene_name = data.get("name", name)
+    scene_name = data.get("name", name or "Scene")
     if not isinstance(scene_name, str) or not scene_name:
         check.fail("name", f"must be a non-empty string, got {scene_name!r}")
         scene_name = "Scene"
