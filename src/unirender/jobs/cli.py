@@ -69,9 +69,9 @@ def cmd_render(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from unirender.jobs.demo import contact_sheet_for, demo_spec
+    from unirender.jobs.demo import DEMO_SHEET_FRAME, contact_sheet_for, demo_spec
 
     rc = _run(demo_spec(args.out, size=args.size, transport=args.transport), args)
     if rc == 0:
-        print(f"contact sheet: {contact_sheet_for(args.out)}")
+        print(f"contact sheet: {contact_sheet_for(args.out, frame=DEMO_SHEET_FRAME)}")
     return rc

@@ -48,9 +48,16 @@ def scalar_to_rgb(values: np.ndarray) -> tuple[np.ndarray, str]:
 
 
 def flow_to_rgb(flow: np.ndarray) -> tuple[np.ndarray, str]:
-    flow = np.asarray(flow, dtype=np.float64)
-    if flow.dtype.kind != "f" or flow.shape[-1] < 2:
+    """Motion in pixels ``(H, W, 2)``; or the player's 8-bit colour encoding (Unity's optical-flow shader,
+    decoded with the reference player's own decoder first)."""
+    flow = np.asarray(flow)
+    if flow.dtype == np.uint8 and flow.ndim == 3 and flow.shape[2] >= 3:
+        from unirender.player.encode import decode_flow
+
+        flow = decode_flow(flow)
+    if flow.dtype.kind != "f" or flow.ndim != 3 or flow.shape[2] < 2:
         return as_rgb(flow), ""
+    flow = flow.astype(np.float64)
     fx, fy = flow[..., 0], flow[..., 1]
     magnitude = np.hypot(fx, fy)
     top = float(magnitude.max()) if magnitude.size else 0.0

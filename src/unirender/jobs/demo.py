@@ -9,7 +9,9 @@ from typing import Any
 
 from unirender.jobs.contact_sheet import write_contact_sheet
 from unirender.jobs.dataset import load_dataset
+from unirender.jobs.episodes import modality_of
 from unirender.jobs.state import CONTACT_SHEET
+from unirender.spec import MODALITIES
 
 DEMO_SCENE = "FloorPlan1_physics"
 # Walk from the middle of the kitchen towards the counters, look around and down at the stove.
@@ -24,6 +26,7 @@ DEMO_TOUR: list[Any] = [
     {"action": "RotateLeft", "degrees": 90},
     "MoveAhead",
 ]
+DEMO_SHEET_FRAME = 3  # after the second MoveAhead: flow shows the forward motion
 
 
 def demo_spec(out: str | os.PathLike, *, size: int = 256, transport: str = "fifo") -> dict[str, Any]:
@@ -52,12 +55,16 @@ def contact_sheet_for(directory: str | os.PathLike, frame: int | None = None) ->
         index = len(dataset) // 2 if frame is None else frame
         frames = dataset.frames(index)
     path = directory / CONTACT_SHEET
-    write_contact_sheet(path, sorted(frames.items(), key=lambda kv: _panel_order(kv[0])))
+    ordered = sorted(frames.items(), key=lambda kv: _panel_order(kv[0]))
+    write_contact_sheet(path, [(panel_label(key), array) for key, array in ordered])
     return path
 
 
-def _panel_order(key: str) -> tuple[int, str]:
-    from unirender.jobs.episodes import modality_of
-    from unirender.spec import MODALITIES
+def panel_label(key: str) -> str:
+    """``third_party_depth_frames.corner`` -> ``depth (corner)``; ``frame`` -> ``rgb``."""
+    _base, dot, camera = key.partition(".")
+    return modality_of(key) + (f" ({camera})" if dot else "")
 
+
+def _panel_order(key: str) -> tuple[int, str]:
     return (("third_party" in key) * 10 + MODALITIES.index(modality_of(key)), key)

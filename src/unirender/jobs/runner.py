@@ -374,12 +374,13 @@ class JobRunner:
         if self._player_info.get("player_version"):
             return
         metadata = event.metadata
-        version = (
-            getattr(player, "player_version", None)
-            or metadata.get("playerVersion")
-            or metadata.get("unityVersion")
-            or metadata.get("buildVersion")
-        )
+        env = self.spec.environment
+        if env.is_builtin:
+            from unirender import __version__
+
+            version = f"unirender-player {__version__}"
+        else:  # Unity builds do not report a version; their folder is named thor-<Platform>-<commit>
+            version = metadata.get("buildVersion") or Path(env.executable).resolve().parent.name
         with self._lock:
             self._player_info["player_version"] = version
             if "platform" not in self._player_info:

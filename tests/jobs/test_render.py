@@ -1,0 +1,237 @@
+"""Jobs end to end on the real reference player: every format read back equals a direct Controller run, both
+transports, several workers, player crashes, SIGKILL + resume, progress output, the demo."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import random
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from conftest import (
+    SMALL_JOB_FRAMES,
+    assert_same_frames,
+    dataset_frames,
+    kill_one_player,
+    player_pids,
+    small_job,
+)
+from unirender.jobs import JobError, load_dataset, render
+from unirender.jobs.progress import Reporter
+
+CLI = [sys.executable, "-m", "unirender.cli"]
+
+
+def frame_files(directory: Path) -> dict[str, bytes]:
+    root = Path(directory) / "frames"
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def png_dataset(tmp_path_factory):
+    """The small job, uninterrupted, in png format: the yardstick for resume tests."""
+    out = tmp_path_factory.mktemp("png") / "data"
+    result = render(small_job(out, fmt="png"))
+    return out, result
+
+
+def test_png_dataset_matches_direct_run(png_dataset, reference_frames):
+    out, result = png_dataset
+    assert result.frames == result.frames_written == SMALL_JOB_FRAMES and not result.failed
+    assert_same_frames(dataset_frames(out), reference_frames)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["counts"] == {"episodes": 2, "units": 3, "frames": SMALL_JOB_FRAMES}
+    assert manifest["platform"] == "EGL" and manifest["device"]
+    assert manifest["player_version"].startswith("unirender-player")
+    assert manifest["spec"]["render"]["cameras"][0]["name"] == "corner"
+    files = frame_files(out)
+    assert any(name.endswith(".frame.png") for name in files)
+    assert any(name.endswith(".depth_frame.npy") for name in files)
+    assert any("third_party_camera_frames-corner" in name for name in files)
+
+
+@pytest.mark.parametrize("fmt", ["npz", "webdataset"])
+def test_sharded_formats_match_direct_run(tmp_path, fmt, reference_frames):
+    result = render(small_job(tmp_path / fmt, fmt=fmt))
+    assert result.frames == SMALL_JOB_FRAMES
+    shards = sorted(p.name for p in (tmp_path / fmt / "shards").iterdir())
+    assert len(shards) == 5  # units of 4, 4 and 2 frames at 3 frames per shard: 2 + 2 + 1
+    assert_same_frames(dataset_frames(tmp_path / fmt), reference_frames)
+
+
+def test_wsgi_transport_and_two_workers_give_the_same_frames(tmp_path, reference_frames):
+    result = render(small_job(tmp_path / "w", fmt="npz", transport="wsgi"), workers=2)
+    assert result.workers == 2
+    assert_same_frames(dataset_frames(tmp_path / "w"), reference_frames)
+
+
+def test_events_read_back_carry_metadata_and_modalities(png_dataset):
+    out, _ = png_dataset
+    dataset = load_dataset(out)
+    events = list(dataset)
+    assert len(events) == len(dataset) == SMALL_JOB_FRAMES
+    last = events[-1]
+    assert last.metadata["lastAction"] == "TeleportFull" and last.metadata["agent"]["rotation"]["y"] == 180
+    assert last.frame.shape == (64, 64, 3) and last.depth_frame.dtype == np.float32
+    assert len(last.third_party_camera_frames) == 1
+    assert set(dataset.records[0]) >= {"unit", "episode", "repeat", "scene", "index", "files", "metadata"}
+
+
+def test_png16_depth_is_within_a_millimetre(tmp_path, reference_frames):
+    out = tmp_path / "d16"
+    render(small_job(out, output={"directory": str(out), "format": "png", "depth_encoding": "png16"}))
+    got = dataset_frames(out)
+    for frames, want in zip(got, reference_frames, strict=True):
+        assert np.abs(frames["depth_frame"] - want["depth_frame"]).max() <= 0.0005 + 1e-6
+        assert np.array_equal(frames["frame"], want["frame"])
+
+
+class KillingReporter(Reporter):
+    """Kills a player with SIGKILL when the job has written ``at`` frames (``times`` times in all)."""
+
+    def __init__(self, at: int, times: int = 1):
+        self.at, self.times, self.frames, self.kills, self.messages = at, times, 0, 0, []
+
+    def advance(self, frames=1):
+        self.frames += frames
+        if frames > 0 and self.frames >= self.at and self.kills < self.times:
+            self.kills += 1
+            kill_one_player()
+
+    def log(self, message):
+        self.messages.append(message)
+
+
+def test_player_crash_redoes_only_the_lost_episode(tmp_path, reference_frames):
+    reporter = KillingReporter(at=6)
+    result = render(small_job(tmp_path / "c", fmt="npz"), reporter=reporter)
+    assert reporter.kills == 1
+    assert any("redoing" in m for m in reporter.messages), reporter.messages
+    assert result.frames == SMALL_JOB_FRAMES
+    assert_same_frames(dataset_frames(tmp_path / "c"), reference_frames)
+    assert player_pids() == []
+
+
+def test_repeated_crashes_fail_the_job_with_a_report_then_resume(tmp_path, reference_frames):
+    spec = small_job(tmp_path / "f", fmt="png", max_episode_retries=1)
+    reporter = KillingReporter(at=5, times=5)
+    with pytest.raises(JobError) as info:
+        render(spec, reporter=reporter)
+    message = str(info.value)
+    assert "e0000-FloorPlan1_physics-r001" in message and "max_episode_retries=1" in message
+    assert "run the same job again to resume" in message
+    assert player_pids() == []
+    assert not (tmp_path / "f" / "manifest.json").exists()
+    result = render(spec)  # resumes: the first unit is kept
+    assert result.units_resumed == 1 and result.frames_written == SMALL_JOB_FRAMES - 4
+    assert_same_frames(dataset_frames(tmp_path / "f"), reference_frames)
+
+
+def test_resume_after_sigkill_at_random_points_gives_the_same_dataset(tmp_path, png_dataset):
+    """Property: wherever a job is SIGKILLed, running it again ends with the uninterrupted dataset."""
+    expected = frame_files(png_dataset[0])
+    expected_meta = [r["files"] for r in load_dataset(png_dataset[0]).records]
+    rng = random.Random(os.environ.get("UNIRENDER_TEST_SEED", "5"))
+    for kill_at in sorted(rng.sample(range(1, SMALL_JOB_FRAMES), 2)):
+        out = tmp_path / f"k{kill_at}"
+        job = tmp_path / f"job{kill_at}.yaml"
+        job.write_text(yaml.safe_dump(small_job(out, fmt="png")))
+        proc = subprocess.Popen(
+            [*CLI, "render", str(job)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while proc.poll() is None and time.monotonic() < deadline:
+                written = list((out / "frames").rglob("*.frame.png")) if (out / "frames").exists() else []
+                if len(written) >= kill_at:
+                    break
+                time.sleep(0.01)
+            assert proc.poll() is None, "the job finished before it could be killed"
+            proc.send_signal(signal.SIGKILL)
+        finally:
+            proc.kill()
+            proc.wait()
+        assert not (out / "manifest.json").exists()
+        done = subprocess.run([*CLI, "render", str(job)], capture_output=True, text=True, timeout=90)
+        assert done.returncode == 0, done.stderr
+        # Not a TTY: plain progress lines, and a summary on stdout.
+        assert "render: " in done.stderr and "\x1b[" not in done.stderr
+        assert f"{SMALL_JOB_FRAMES} frames in 3 episodes" in done.stdout
+        assert frame_files(out) == expected, f"killed at frame {kill_at}"
+        assert [r["files"] for r in load_dataset(out).records] == expected_meta
+
+
+def test_resuming_a_finished_job_writes_nothing_and_a_changed_spec_is_refused(tmp_path, png_dataset):
+    out, _ = png_dataset
+    before = {p: p.stat().st_mtime_ns for p in (out / "frames").rglob("*")}
+    result = render(small_job(out, fmt="png"))
+    assert result.frames_written == 0 and result.units_resumed == 3 and result.frames == SMALL_JOB_FRAMES
+    assert {p: p.stat().st_mtime_ns for p in (out / "frames").rglob("*")} == before
+    with pytest.raises(JobError, match="holds a different job"):
+        render(small_job(out, fmt="npz"))
+
+
+def test_progress_on_a_terminal(tmp_path):
+    job = tmp_path / "job.yaml"
+    spec = small_job(tmp_path / "t")
+    spec["episodes"] = spec["episodes"][1:]
+    job.write_text(yaml.safe_dump(spec))
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [*CLI, "render", str(job)], stdin=follower, stdout=follower, stderr=follower, close_fds=True
+    )
+    os.close(follower)
+    output = b""
+    try:
+        while True:
+            ready, _, _ = select.select([leader], [], [], 60)
+            if not ready:
+                break
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            output += chunk
+    finally:
+        proc.kill() if proc.poll() is None else None
+        proc.wait()
+        os.close(leader)
+    text = output.decode("utf-8", "replace")
+    assert proc.returncode == 0, text
+    assert "\x1b[" in text  # rich's live display
+    assert "frames/s" in text and "ETA" in text and "worker 0" in text
+    assert "2/2" in text
+
+
+def test_demo_writes_a_contact_sheet(tmp_path):
+    from PIL import Image
+
+    out = tmp_path / "demo"
+    proc = subprocess.run(
+        [*CLI, "demo", "--size", "64", "--out", str(out)], capture_output=True, text=True, timeout=90
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "contact sheet:" in proc.stdout
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["counts"]["frames"] == 10
+    assert len(manifest["output"]["frame_keys"]) == 12  # 6 modalities x (agent + one camera)
+    sheet = np.asarray(Image.open(out / "contact_sheet.png").convert("RGB"))
+    assert sheet.shape == (3 * (256 + 22 + 6) + 6, 4 * (256 + 6) + 6, 3)
+    for n in range(
+        12
+    ):  # every panel shows something: not one flat colour (the static camera's flow is white)
+        x, y = 6 + (n % 4) * 262, 6 + (n // 4) * 284 + 22
+        panel = sheet[y : y + 256, x : x + 256]
+        assert panel.std() > 5 or (n == 11 and (panel == 255).all()), n
