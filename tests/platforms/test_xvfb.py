@@ -1,0 +1,155 @@
+"""Xvfb lifecycle: nothing left behind after stop, after the owner is SIGKILLed or SIGTERMed, or after
+Xvfb itself is killed; parallel starts get distinct displays."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from unirender.platforms.x11 import X11_SOCKET_DIR, handshake
+from unirender.platforms.xvfb import (
+    RECORD_DIR,
+    ScreenSpec,
+    acquire_virtual_display,
+    clean_stale_displays,
+    start_xvfb,
+)
+
+OWNER = """
+import sys, time
+from unirender.platforms.xvfb import acquire_virtual_display
+d = acquire_virtual_display(320, 240)
+print(d.number, d.process.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or a zombie nobody reaped yet (it no longer runs)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def _wait_gone(pid: int, limit: float = 15.0) -> bool:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if _gone(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _start_owner() -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True)
+
+
+def _read_owner(owner: subprocess.Popen) -> tuple[int, int]:
+    ready, _, _ = select.select([owner.stdout], [], [], 60)
+    assert ready, "owner process printed nothing"
+    number, pid = owner.stdout.readline().split()
+    return int(number), int(pid)
+
+
+def _assert_clean(number: int, xvfb_pid: int) -> None:
+    assert _wait_gone(xvfb_pid), f"Xvfb {xvfb_pid} still running"
+    assert not os.path.exists(f"{X11_SOCKET_DIR}/X{number}")
+    assert not os.path.exists(f"/tmp/.X{number}-lock")
+
+
+def test_stop_leaves_nothing():
+    display = start_xvfb([ScreenSpec(320, 240)])
+    number, pid = display.number, display.process.pid
+    assert handshake(number) is None and os.path.exists(display.socket_path)
+    assert os.path.exists(os.path.join(RECORD_DIR, f"X{number}"))
+    display.stop()
+    display.stop()  # idempotent
+    _assert_clean(number, pid)
+    assert not os.path.exists(os.path.join(RECORD_DIR, f"X{number}"))
+    assert not os.path.exists(display.log_dir)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_owner_death_takes_xvfb_and_its_files_along(sig):
+    owner = _start_owner()
+    try:
+        number, pid = _read_owner(owner)
+        assert handshake(number) is None
+        owner.send_signal(sig)
+        owner.wait(30)
+        _assert_clean(number, pid)
+    finally:
+        owner.kill()
+        owner.wait()
+        owner.stdout.close()
+
+
+def test_parallel_starts_get_distinct_displays():
+    owners = [_start_owner(), _start_owner()]
+    try:
+        (n1, p1), (n2, p2) = [_read_owner(o) for o in owners]
+        assert n1 != n2
+        assert handshake(n1) is None and handshake(n2) is None
+    finally:
+        for o in owners:
+            o.terminate()
+            o.wait(30)
+            o.stdout.close()
+    _assert_clean(n1, p1)
+    _assert_clean(n2, p2)
+
+
+def test_killed_xvfb_leftovers_are_cleaned_on_next_start():
+    display = start_xvfb([ScreenSpec(320, 240)])
+    number = display.number
+    os.kill(display.process.pid, signal.SIGKILL)  # Xvfb gets no chance to clean up
+    display.process.wait()
+    assert os.path.exists(display.socket_path) and handshake(number) is not None
+    assert number in clean_stale_displays()
+    assert not os.path.exists(display.socket_path)
+    display.stop()
+
+
+def test_stale_lock_of_a_dead_pid_is_cleaned(tmp_path):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    number = next(n for n in range(800, 900) if not os.path.exists(f"/tmp/.X{n}-lock")
+                  and not os.path.exists(f"{X11_SOCKET_DIR}/X{n}"))  # fmt: skip
+    with open(f"/tmp/.X{number}-lock", "w") as f:
+        f.write(f"{dead.pid:10d}\n")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(f"{X11_SOCKET_DIR}/X{number}")
+    sock.close()
+    try:
+        assert number in clean_stale_displays()
+        assert not os.path.exists(f"/tmp/.X{number}-lock")
+        assert not os.path.exists(f"{X11_SOCKET_DIR}/X{number}")
+    finally:
+        for path in (f"/tmp/.X{number}-lock", f"{X11_SOCKET_DIR}/X{number}"):
+            if os.path.exists(path):
+                os.unlink(path)
+
+
+def test_shared_display_reference_counting():
+    a = acquire_virtual_display(300, 300)
+    b = acquire_virtual_display(200, 100)
+    try:
+        assert a is b and a.refs == 2 and a.width >= 1280
+        big = acquire_virtual_display(1500, 1100)  # does not fit: a second server
+        assert big is not a and big.width >= 1500
+        big.release()
+        assert not big.alive()
+    finally:
+        a.release()
+        assert b.alive()
+        b.release()
+    assert not a.alive()
