@@ -312,3 +312,19 @@ def test_unknown_backend_and_missing_display(monkeypatch):
         create_renderer("glx", W, H)
     with pytest.raises(PlatformError, match="out of range"):
         create_renderer("vulkan", W, H, device_index=99)
+
+
+@pytest.mark.parametrize("backend", ["egl", "vulkan"])
+def test_empty_scenes_render_background_and_closed_renderer_refuses(backend):
+    r = create_renderer(backend, 32, 24)
+    try:
+        out = r.render(camera(), {"rgb", "depth", "instance"})  # no set_scene yet
+        assert (out["rgb"] == 0).all() and (out["depth"] == 20.0).all() and (out["instance"] == 0).all()
+        empty = mesh.Mesh(np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3)))
+        r.set_scene({"empty": empty}, [Instance("empty", np.eye(4), (1, 1, 1), 1)], [], background=(1, 1, 1))
+        assert (r.render(camera(), {"rgb"})["rgb"] == 255).all()
+    finally:
+        r.close()
+    r.close()  # idempotent
+    with pytest.raises(RuntimeError, match="closed"):
+        r.render(camera(), {"rgb"})

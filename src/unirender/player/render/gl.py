@@ -96,6 +96,8 @@ class GLRenderer:
     # -- frame ---------------------------------------------------------------------------------------------
     def render(self, camera: Camera, modalities, previous_camera: Camera | None = None,
                rgb_channels: int = 3) -> dict[str, np.ndarray]:
+        if self._closed:
+            raise RuntimeError("renderer is closed")
         wanted = check_modalities(modalities)
         if rgb_channels not in (3, 4):
             raise ValueError(f"rgb_channels must be 3 or 4, got {rgb_channels}")
@@ -193,7 +195,7 @@ class GLRenderer:
                 vbo.release()
                 ibo.release()
             self._mesh_buffers = {}
-            for key, mesh in state.meshes.items():
+            for key, mesh in state.drawable_meshes().items():
                 uvs = mesh.uvs if mesh.uvs is not None else np.zeros((len(mesh.vertices), 2), np.float32)
                 interleaved = np.hstack([mesh.vertices, mesh.normals, uvs]).astype(np.float32)
                 self._mesh_buffers[key] = (self._ctx.buffer(interleaved), self._ctx.buffer(mesh.indices),
@@ -229,6 +231,10 @@ class GLRenderer:
                 index_buffer=ibo, index_element_size=4)
             self._vaos[(variant, index)] = vao
         return vao
+
+    @property
+    def _closed(self) -> bool:
+        return self._ctx is None
 
     def close(self) -> None:
         if self._ctx is not None:

@@ -87,6 +87,9 @@ class SceneState:
         self.instances = list(instances)
         self._rebuild_groups()
 
+    def drawable_meshes(self) -> dict[str, Mesh]:
+        return {key: m for key, m in self.meshes.items() if m.indices.size}
+
     @property
     def light_kinds(self) -> tuple[str, ...]:
         """Shaders are specialised on this (unrolled lighting)."""
@@ -110,7 +113,8 @@ class SceneState:
     def _rebuild_groups(self) -> None:
         by_key: dict[tuple[str, str | None], list[Instance]] = {}
         for inst in self.instances:
-            by_key.setdefault((inst.mesh, inst.texture), []).append(inst)
+            if self.meshes[inst.mesh].indices.size:  # an empty mesh draws nothing (and GPUs dislike 0-byte buffers)
+                by_key.setdefault((inst.mesh, inst.texture), []).append(inst)
         groups = []
         for (mesh, texture), members in by_key.items():
             records = np.zeros(len(members), dtype=INSTANCE_DTYPE)

@@ -168,11 +168,11 @@ class VulkanRenderer:
     # -- frame ---------------------------------------------------------------------------------------------
     def render(self, camera: Camera, modalities, previous_camera: Camera | None = None,
                rgb_channels: int = 3) -> dict[str, np.ndarray]:
+        if self._closed:
+            raise RuntimeError("renderer is closed")
         wanted = check_modalities(modalities)
         if rgb_channels not in (3, 4):
             raise ValueError(f"rgb_channels must be 3 or 4, got {rgb_channels}")
-        if self._device is None:
-            raise RuntimeError("renderer is closed")
         outputs = tuple(m for m in MODALITIES if m in wanted)
         state = self._state
         frame = state.frame_uniforms(camera, previous_camera, self.width, self.height, "zero_to_one")
@@ -295,13 +295,12 @@ class VulkanRenderer:
                 vbo.destroy()
                 ibo.destroy()
             self._mesh_buffers = {}
-            for key, mesh in state.meshes.items():
+            for key, mesh in state.drawable_meshes().items():
                 uvs = mesh.uvs if mesh.uvs is not None else np.zeros((len(mesh.vertices), 2), np.float32)
                 interleaved = np.hstack([mesh.vertices, mesh.normals, uvs]).astype(np.float32)
-                indices = mesh.indices if mesh.indices.size else np.zeros((1, 3), np.uint32)
                 self._mesh_buffers[key] = (
                     device.create_buffer_with_data(data=interleaved, usage=usage.VERTEX),
-                    device.create_buffer_with_data(data=indices, usage=usage.INDEX), mesh.indices.size)
+                    device.create_buffer_with_data(data=mesh.indices, usage=usage.INDEX), mesh.indices.size)
         if (mesh_version, instance_version) != (state.mesh_version, state.instance_version):
             old_sizes = [b.size for b in self._group_buffers]
             new_sizes = [g.records.nbytes for g in state.groups]
@@ -315,6 +314,10 @@ class VulkanRenderer:
                 for buf, group in zip(self._group_buffers, state.groups, strict=True):
                     device.queue.write_buffer(buf, 0, group.records)
             self._uploaded = (state.mesh_version, state.instance_version)
+
+    @property
+    def _closed(self) -> bool:
+        return self._device is None
 
     def close(self) -> None:
         """Frees this renderer's targets and buffers; the shared device stays for the next renderer."""
