@@ -360,3 +360,18 @@ def test_wsgi_and_fifo_paths_give_the_same_event():
     assert content_type == "application/x-www-form-urlencoded"
     metadata, files, token = payload_parts_from_form(*parse_form(content_type, body))
     assert build_event(Payload(metadata, files)).frame is None and token == ""
+
+
+def test_malformed_colors_are_a_metadata_error():
+    bad = agent_meta(colors=[{"name": "A|1", "color": [1, 2]}])
+    event = build_event(payload(bad, {"image_ids": wire(segmentation())}))
+    with pytest.raises(MetadataError, match=r"colors\[0\] must be"):
+        _ = event.instance_masks
+    with pytest.raises(MetadataError, match="colors must be a list"):
+        _ = Event({"colors": "red"}).color_to_object_id
+
+
+def test_detections_do_not_compute_every_mask_up_front():
+    event = build_event(payload(agent_meta(), {"image_ids": wire(segmentation())}))
+    assert event.instance_detections2D["Table|0|0|0"] == (1, 1, 3, 1)
+    assert list(event.instance_masks._cache) == ["Table|0|0|0"]  # only the mask that was asked for

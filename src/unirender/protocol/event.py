@@ -29,6 +29,7 @@ from unirender.protocol.masks import (
     InstanceDetections2D,
     InstanceMasks,
     SegmentationColors,
+    checked_colors,
 )
 from unirender.protocol.payload import Payload
 
@@ -255,7 +256,7 @@ class Event:
             return value
 
     def _colors(self) -> list:
-        return self.metadata.get("colors") or []
+        return self._cached("colors", lambda: checked_colors(self.metadata.get("colors")))
 
     @property
     def color_to_object_id(self) -> dict[tuple, str]:
@@ -296,7 +297,8 @@ class Event:
         """objectId -> ``(x0, y0, x1, y1)`` inclusive, top-down (None without instance segmentation)."""
         masks = self.instance_masks
         return self._cached(
-            "instance_detections2D", lambda: InstanceDetections2D(masks) if masks != {} else None
+            "instance_detections2D",
+            lambda: InstanceDetections2D(masks) if isinstance(masks, InstanceMasks) else None,
         )
 
     @property

@@ -113,7 +113,8 @@ class FifoDecoder:
     """Incremental frame decoder: ``feed(data)`` any fragments, get back the messages they complete.
 
     Call :meth:`end_of_stream` when the pipe reports EOF: it raises :class:`TruncatedFrameError` if a frame or
-    message was cut off, so a dying writer is an error rather than a silent stall.
+    message was cut off, so a dying writer is an error rather than a silent stall. After any
+    :class:`ProtocolError` the stream is out of step: drop the decoder (and the connection).
     """
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE):

@@ -13,11 +13,33 @@ from collections.abc import Iterator, Mapping
 
 import numpy as np
 
+from unirender.protocol.errors import MetadataError
+
 
 def color_key(color) -> int:
     """``[r, g, b]`` -> ``r | g << 8 | b << 16``."""
     r, g, b = (int(c) for c in color[:3])
     return r | (g << 8) | (b << 16)
+
+
+def checked_colors(colors) -> list:
+    """``metadata["colors"]`` (None -> ``[]``), each entry ``{"name": str, "color": [r, g, b]}``."""
+    if colors is None:
+        return []
+    if not isinstance(colors, list):
+        raise MetadataError(f"metadata colors must be a list, got {type(colors).__name__}")
+    for i, entry in enumerate(colors):
+        color = entry.get("color") if isinstance(entry, dict) else None
+        if (
+            not isinstance(entry.get("name") if isinstance(entry, dict) else None, str)
+            or not isinstance(color, list | tuple)
+            or len(color) < 3
+            or not all(isinstance(c, int) and 0 <= c <= 255 for c in color[:3])
+        ):
+            raise MetadataError(
+                f"metadata colors[{i}] must be {{'name': str, 'color': [r, g, b]}}, got {entry!r:.100}"
+            )
+    return colors
 
 
 def bounding_box(mask: np.ndarray) -> tuple[int, int, int, int] | None:
@@ -181,5 +203,6 @@ __all__ = [
     "InstanceMasks",
     "SegmentationColors",
     "bounding_box",
+    "checked_colors",
     "color_key",
 ]
