@@ -20,6 +20,7 @@ import logging
 import signal
 import sys
 import threading
+import time
 
 from waitress.server import create_server
 
@@ -104,12 +105,20 @@ class Server:
             self._done.set()
 
     def _close_connections(self) -> None:
-        for channel in list(self.waitress._map.values()):
+        """Worker threads first (they may still write a response and pull the loop's trigger), then flush
+        what they wrote, then close every socket."""
+        self.waitress.task_dispatcher.shutdown(cancel_pending=True, timeout=5)
+        socket_map = self.waitress._map
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline and any(
+            getattr(ch, "total_outbufs_len", 0) for ch in list(socket_map.values())
+        ):
+            self.waitress.asyncore.loop(timeout=0.05, map=socket_map, use_poll=True, count=1)
+        for channel in list(socket_map.values()):
             try:
                 channel.close()
             except Exception:
                 pass
-        self.waitress.task_dispatcher.shutdown(cancel_pending=True, timeout=5)
 
 
 def serve(config: ServiceConfig, *, ready_message: bool = True) -> int:
