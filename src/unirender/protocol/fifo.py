@@ -85,7 +85,8 @@ _EMPTY = memoryview(b"")
 
 def encode_frame(field_type: FieldType | int, body: bytes | bytearray | memoryview) -> bytes:
     """One frame: header + body, as one ``bytes``."""
-    return HEADER.pack(int(field_type), len(body)) + bytes(body)
+    body = memoryview(body).cast("B")
+    return HEADER.pack(int(field_type), body.nbytes) + body.tobytes()
 
 
 def encode_message(frames) -> bytes:

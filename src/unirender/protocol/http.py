@@ -206,8 +206,9 @@ class ResponseReader:
                 continue
             before = len(self._head)
             self._head += view[pos : pos + self.head_limit - before]
-            end = self._head.find(b"\r\n\r\n", max(0, before - 3))
-            if end <= 0:
+            # Unity only accepts the blank line after at least one byte of head (offset > 0)
+            end = self._head.find(b"\r\n\r\n", max(1, before - 3))
+            if end < 0:
                 if len(self._head) >= self.head_limit:
                     raise HttpFramingError(
                         f"response head does not end within {self.head_limit} bytes (Unity's header buffer)"
