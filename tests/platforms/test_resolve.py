@@ -130,3 +130,10 @@ def test_resolution_explains_itself():
         data = r.to_dict()
         assert data["platform"] == "CloudRendering" and data["software"] is True
         assert "software rasteriser" in r.explain()
+
+
+def test_an_existing_x_server_is_asked_what_it_renders_with(foreign_xvfb):
+    with resolve(PlatformRequest(system="Linux", x_display=foreign_xvfb), "Linux64") as r:
+        assert r.env == {"DISPLAY": f"{foreign_xvfb}.0"} and r.virtual_display is None
+        assert r.device.api == "glx" and "llvmpipe" in r.device.name  # GL_RENDERER through GLX
+        assert r.device.software is True and r.device.kind == "cpu"

@@ -19,6 +19,7 @@ from unirender.platforms import gpus, probes
 from unirender.platforms.devices import Device
 from unirender.platforms.request import PlatformRequest, parse_x_display
 from unirender.platforms.x11 import X11_SOCKET_DIR, find_screen
+from unirender.platforms.xvfb import started_here
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +161,10 @@ def _add_glx_renderer(device: Device | None, display: str) -> None:
     if device is None:
         return
     number, _ = parse_x_display(display)
+    if started_here(number) is not None:  # our own Xvfb: GLX is Mesa llvmpipe, no need to ask
+        device.name = f"Mesa llvmpipe on Xvfb {display}"
+        device.kind, device.software = "cpu", True
+        return
     try:
         stat = os.stat(f"{X11_SOCKET_DIR}/X{number}")
         identity = (stat.st_ino, stat.st_mtime_ns)

@@ -360,6 +360,12 @@ def _release_shared(display: VirtualDisplay) -> None:
             display.stop()
 
 
+def started_here(number: int) -> VirtualDisplay | None:
+    """The live Xvfb this process started on ``:number``, if any."""
+    with _registry_lock:
+        return next((d for d in _started if d.number == number and d.alive()), None)
+
+
 def shared_displays() -> list[VirtualDisplay]:
     with _registry_lock:
         return list(_shared)
