@@ -4,6 +4,8 @@ import pickle
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from unirender.protocol import (
     ControllerProtocol,
@@ -375,3 +377,23 @@ def test_detections_do_not_compute_every_mask_up_front():
     event = build_event(payload(agent_meta(), {"image_ids": wire(segmentation())}))
     assert event.instance_detections2D["Table|0|0|0"] == (1, 1, 3, 1)
     assert list(event.instance_masks._cache) == ["Table|0|0|0"]  # only the mask that was asked for
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    width=st.integers(min_value=1, max_value=17),
+    height=st.integers(min_value=1, max_value=13),
+    channels=st.sampled_from([3, 4]),
+    seed=st.integers(min_value=0, max_value=2**32 - 1),
+)
+def test_any_size_decodes_to_what_was_encoded(width, height, channels, seed):
+    local = np.random.default_rng(seed)
+    rgb = local.integers(0, 256, (height, width, channels), dtype=np.uint8)
+    depth = local.uniform(0, 10, (height, width)).astype("<f4")
+    meta = agent_meta(screenWidth=width, screenHeight=height)
+    event = build_event(
+        payload(meta, {"image": wire(rgb), "image_depth": wire(depth), "image_normals": wire(rgb)})
+    )
+    np.testing.assert_array_equal(event.frame, rgb[..., :3])
+    np.testing.assert_array_equal(event.depth_frame, depth)
+    np.testing.assert_array_equal(event.normals_frame, rgb)
