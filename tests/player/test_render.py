@@ -185,14 +185,17 @@ def test_flow_follows_moved_instances(renderer):
     moved = [Instance("cube", trs((0.25, 0.0, 5.0)), (0.9, 0.1, 0.1), 7),
              Instance("floor", trs((0.0, -1.0, 0.0)), (0.5, 0.5, 0.5), 2)]
     renderer.update_instances(moved)
-    out = renderer.render(camera(), {"flow", "instance"})
+    out = renderer.render(camera(), {"flow", "instance"}, previous_camera=camera())
     cube = out["instance"] == 7
     # the cube's front face (z = 4.5) moved 0.25 m right
     np.testing.assert_allclose(out["flow"][cube][:, 0], F_PX * 0.25 / 4.5, rtol=0.05)
     assert (out["flow"][out["instance"] == 2] == 0).all()
     # the next step without motion: flow back to zero
     renderer.update_instances(moved)
-    assert (renderer.render(camera(), {"flow"})["flow"] == 0).all()
+    assert (renderer.render(camera(), {"flow"}, previous_camera=camera())["flow"] == 0).all()
+    # no previous camera = no previous frame: zero flow even though objects moved
+    renderer.update_instances([Instance("cube", trs((-0.25, 0.0, 5.0)), (0.9, 0.1, 0.1), 7)])
+    assert (renderer.render(camera(), {"flow", "rgb"})["flow"] == 0).all()
 
 
 def test_lambert_and_ambient(renderer):

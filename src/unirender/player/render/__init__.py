@@ -15,8 +15,8 @@ the wire):
 - ``normals``  float32 (H, W, 3): world-space unit normals (Unity world axes); background = 0.
 - ``flow``     float32 (H, W, 2): screen motion in pixels since the previous frame, x to the right, y UP (the
   bottom-up row order: +y = towards row H-1). It is the pixel's position now minus where the same surface point
-  was, using ``previous_camera`` and each instance's pose before the latest ``update_instances``; with
-  ``previous_camera=None`` the camera counts as unmoved. Background = 0.
+  was, using ``previous_camera`` and each instance's pose before the latest ``update_instances``. With
+  ``previous_camera=None`` (no previous frame) flow is all zeros. Background = 0.
 
 The arrays are views of buffers the renderer reuses: consume or copy them before the next ``render()``.
 Same inputs -> bit-identical output on the same back-end; GL and Vulkan agree within a small tolerance.

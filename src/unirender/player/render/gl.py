@@ -11,9 +11,10 @@ import os
 import moderngl
 import numpy as np
 
+from .base import RendererBase
 from .gl_shaders import glsl_sources
-from .scene import MODALITIES, Camera, Instance, Light, Mesh, RenderInfo, is_software_renderer
-from .scene_state import FRAME_FLOATS, INSTANCE_DTYPE, SceneState, check_modalities
+from .scene import MODALITIES, Camera, RenderInfo, is_software_renderer
+from .scene_state import FRAME_FLOATS, INSTANCE_DTYPE
 from .textures import load_texture_rgba
 
 # Texture format per target: (components, dtype). Instance ids are RGBA8 bytes (see gl_shaders.py).
@@ -39,10 +40,11 @@ def _create_context(backend: str, device_index: int | None) -> moderngl.Context:
         raise PlatformError(f"cannot create an OpenGL context for back-end {backend!r}: {exc}") from exc
 
 
-class GLRenderer:
+class GLRenderer(RendererBase):
     """A moderngl renderer; see ``unirender.player.render`` for the API contract."""
 
     def __init__(self, backend: str, width: int, height: int, device_index: int | None = None) -> None:
+        super().__init__()
         self._ctx = _create_context(backend, device_index)
         info = self._ctx.info
         name = str(info.get("GL_RENDERER", ""))
@@ -50,7 +52,6 @@ class GLRenderer:
         self.info = RenderInfo(backend=backend, renderer=name, vendor=str(info.get("GL_VENDOR", "")),
                                software=software, device_type="CPU" if software else "GPU",
                                extra={"version": str(info.get("GL_VERSION", ""))})
-        self._state = SceneState()
         self._programs: dict[tuple, moderngl.Program] = {}  # by (outputs, light kinds, textured)
         self._vaos: dict[tuple, moderngl.VertexArray] = {}  # by (program variant, group index)
         self._mesh_buffers: dict[str, tuple[moderngl.Buffer, moderngl.Buffer, int]] = {}
@@ -59,27 +60,19 @@ class GLRenderer:
         self._uploaded = (-1, -1)  # (mesh_version, instance_version) on the GPU
         self._targets: dict[str, moderngl.Texture] = {}
         self._fbos: dict[tuple[str, ...], moderngl.Framebuffer] = {}
-        self._outputs: dict[tuple[str, int], np.ndarray] = {}
         self._frame = np.zeros(FRAME_FLOATS, dtype=np.float32)
-        with self._ctx:
-            self._ubo = self._ctx.buffer(reserve=FRAME_FLOATS * 4)
-            self._white = self._ctx.texture((1, 1), 4, b"\xff\xff\xff\xff")
-            self._depth_rb = None
-        self.resize(width, height)
+        self._depth_rb = None
+        self._max_size = int(info.get("GL_MAX_TEXTURE_SIZE", self._max_size))
+        try:
+            with self._ctx:
+                self._ubo = self._ctx.buffer(reserve=FRAME_FLOATS * 4)
+                self._white = self._ctx.texture((1, 1), 4, b"\xff\xff\xff\xff")
+            self.resize(width, height)
+        except BaseException:
+            self.close()
+            raise
 
-    # -- scene ---------------------------------------------------------------------------------------------
-    def set_scene(self, meshes: dict[str, Mesh], instances: list[Instance], lights: list[Light],
-                  ambient=(0.3, 0.3, 0.3), background=(0.0, 0.0, 0.0)) -> None:
-        self._state.set_scene(meshes, instances, lights, ambient, background)
-
-    def update_instances(self, instances: list[Instance]) -> None:
-        self._state.update_instances(instances)
-
-    def resize(self, width: int, height: int) -> None:
-        width, height = int(width), int(height)
-        if width <= 0 or height <= 0:
-            raise ValueError(f"size must be positive, got {width}x{height}")
-        self.width, self.height = width, height
+    def _resize_targets(self) -> None:
         with self._ctx:
             for fbo in self._fbos.values():
                 fbo.release()
@@ -87,21 +80,16 @@ class GLRenderer:
                 tex.release()
             if self._depth_rb is not None:
                 self._depth_rb.release()
-            self._fbos, self._targets, self._outputs = {}, {}, {}
-            self._depth_rb = self._ctx.depth_renderbuffer((width, height))
+            self._fbos, self._targets = {}, {}
+            size = (self.width, self.height)
+            self._depth_rb = self._ctx.depth_renderbuffer(size)
             for name in MODALITIES:
                 components, dtype = _TARGET_FORMAT[name]
-                self._targets[name] = self._ctx.texture((width, height), components, dtype=dtype)
+                self._targets[name] = self._ctx.texture(size, components, dtype=dtype)
 
     # -- frame ---------------------------------------------------------------------------------------------
-    def render(self, camera: Camera, modalities, previous_camera: Camera | None = None,
-               rgb_channels: int = 3) -> dict[str, np.ndarray]:
-        if self._closed:
-            raise RuntimeError("renderer is closed")
-        wanted = check_modalities(modalities)
-        if rgb_channels not in (3, 4):
-            raise ValueError(f"rgb_channels must be 3 or 4, got {rgb_channels}")
-        outputs = tuple(m for m in MODALITIES if m in wanted)
+    def _draw(self, camera: Camera, previous_camera: Camera | None, outputs: tuple[str, ...],
+              rgb_channels: int) -> dict[str, np.ndarray]:
         state = self._state
         self._frame[:] = state.frame_uniforms(camera, previous_camera, self.width, self.height, "gl")
         with self._ctx as ctx:
@@ -115,7 +103,7 @@ class GLRenderer:
             self._ubo.write(self._frame)
             self._ubo.bind_to_uniform_block(0)
             for index, group in enumerate(state.groups):
-                textured = "rgb" in wanted and group.texture is not None
+                textured = "rgb" in outputs and group.texture is not None
                 if textured:
                     self._texture(group.texture).use(0)
                 variant = (outputs, state.light_kinds, textured)
@@ -123,7 +111,6 @@ class GLRenderer:
             result = {}
             for attachment, name in enumerate(outputs):
                 result[name] = self._read(fbo, attachment, name, rgb_channels)
-        state.mark_rendered()
         return result
 
     def _clear(self, fbo: moderngl.Framebuffer, outputs: tuple[str, ...]) -> None:
@@ -143,14 +130,8 @@ class GLRenderer:
         fbo.depth_mask = True
 
     def _read(self, fbo, attachment: int, name: str, rgb_channels: int) -> np.ndarray:
-        h, w = self.height, self.width
-        key = (name, rgb_channels if name == "rgb" else 0)
-        out = self._outputs.get(key)
-        if out is None:
-            shape = {"rgb": ((h, w, rgb_channels), np.uint8), "depth": ((h, w), np.float32),
-                     "instance": ((h, w), np.uint32), "normals": ((h, w, 3), np.float32),
-                     "flow": ((h, w, 2), np.float32)}[name]
-            out = self._outputs[key] = np.zeros(*shape)
+        out = self._output(name, rgb_channels)
+        # instance ids: the RGBA8 target's 4 bytes per pixel land in the uint32 array as one little-endian id
         components = {"rgb": rgb_channels, "depth": 1, "instance": 4, "normals": 3, "flow": 2}[name]
         dtype = "f1" if name in ("rgb", "instance") else "f4"
         fbo.read_into(out, components=components, attachment=attachment, dtype=dtype, alignment=1)
@@ -236,10 +217,9 @@ class GLRenderer:
     def _closed(self) -> bool:
         return self._ctx is None
 
-    def close(self) -> None:
-        if self._ctx is not None:
-            self._ctx.release()
-            self._ctx = None
+    def _release(self) -> None:
+        self._ctx.release()  # frees every object made in it
+        self._ctx = None
 
 
 def _layout(buffer, program, attrs, suffix: str) -> tuple:

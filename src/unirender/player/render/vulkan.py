@@ -14,8 +14,9 @@ import numpy as np
 import wgpu
 
 from ...errors import PlatformError
-from .scene import MODALITIES, Camera, Instance, Light, Mesh, RenderInfo, is_software_renderer
-from .scene_state import FRAME_FLOATS, INSTANCE_DTYPE, SceneState, check_modalities
+from .base import RendererBase
+from .scene import Camera, RenderInfo, is_software_renderer
+from .scene_state import FRAME_FLOATS, INSTANCE_DTYPE
 from .textures import load_texture_rgba
 from .wgsl_shaders import wgsl_source
 
@@ -94,10 +95,11 @@ def _vertex_layouts() -> list[dict]:
     ]
 
 
-class VulkanRenderer:
+class VulkanRenderer(RendererBase):
     """A wgpu renderer; see ``unirender.player.render`` for the API contract."""
 
     def __init__(self, width: int, height: int, device_index: int | None = None) -> None:
+        super().__init__()
         self._adapter, self._device = shared_device(device_index)
         ai = self._adapter.info
         name = str(ai.get("device", ""))
@@ -108,7 +110,6 @@ class VulkanRenderer:
                                extra={"description": str(ai.get("description", "")),
                                       "backend_type": str(ai.get("backend_type", ""))})
         device = self._device
-        self._state = SceneState()
         self._ubo = device.create_buffer(size=FRAME_FLOATS * 4,
                                          usage=wgpu.BufferUsage.UNIFORM | wgpu.BufferUsage.COPY_DST)
         self._frame_layout = device.create_bind_group_layout(entries=[
@@ -129,29 +130,22 @@ class VulkanRenderer:
         self._group_buffers: list[wgpu.GPUBuffer] = []
         self._uploaded = (-1, -1)
         self._staging: dict[tuple[str, ...], tuple[wgpu.GPUBuffer, dict[str, int]]] = {}
-        self._outputs: dict[tuple[str, int], np.ndarray] = {}
         self._targets: dict[str, wgpu.GPUTexture] = {}
         self._depth_buffer = None
-        self.resize(width, height)
+        self._max_size = int(self._device.limits.get("max-texture-dimension-2d", self._max_size))
+        try:
+            self.resize(width, height)
+        except BaseException:
+            self.close()
+            raise
 
-    # -- scene ---------------------------------------------------------------------------------------------
-    def set_scene(self, meshes: dict[str, Mesh], instances: list[Instance], lights: list[Light],
-                  ambient=(0.3, 0.3, 0.3), background=(0.0, 0.0, 0.0)) -> None:
-        self._state.set_scene(meshes, instances, lights, ambient, background)
-
-    def update_instances(self, instances: list[Instance]) -> None:
-        self._state.update_instances(instances)
-
-    def resize(self, width: int, height: int) -> None:
-        width, height = int(width), int(height)
-        if width <= 0 or height <= 0:
-            raise ValueError(f"size must be positive, got {width}x{height}")
-        self.width, self.height = width, height
+    def _resize_targets(self) -> None:
         self._release_targets()
         usage = wgpu.TextureUsage.RENDER_ATTACHMENT | wgpu.TextureUsage.COPY_SRC
+        size = (self.width, self.height, 1)
         for name, (fmt, *_rest) in _TARGETS.items():
-            self._targets[name] = self._device.create_texture(size=(width, height, 1), format=fmt, usage=usage)
-        self._depth_buffer = self._device.create_texture(size=(width, height, 1), format="depth32float",
+            self._targets[name] = self._device.create_texture(size=size, format=fmt, usage=usage)
+        self._depth_buffer = self._device.create_texture(size=size, format="depth32float",
                                                          usage=wgpu.TextureUsage.RENDER_ATTACHMENT)
         self._views = {name: tex.create_view() for name, tex in self._targets.items()}
         self._depth_view = self._depth_buffer.create_view()
@@ -163,17 +157,11 @@ class VulkanRenderer:
             self._depth_buffer.destroy()
         for buf, _ in self._staging.values():
             buf.destroy()
-        self._targets, self._staging, self._outputs = {}, {}, {}
+        self._targets, self._staging, self._depth_buffer = {}, {}, None
 
     # -- frame ---------------------------------------------------------------------------------------------
-    def render(self, camera: Camera, modalities, previous_camera: Camera | None = None,
-               rgb_channels: int = 3) -> dict[str, np.ndarray]:
-        if self._closed:
-            raise RuntimeError("renderer is closed")
-        wanted = check_modalities(modalities)
-        if rgb_channels not in (3, 4):
-            raise ValueError(f"rgb_channels must be 3 or 4, got {rgb_channels}")
-        outputs = tuple(m for m in MODALITIES if m in wanted)
+    def _draw(self, camera: Camera, previous_camera: Camera | None, outputs: tuple[str, ...],
+              rgb_channels: int) -> dict[str, np.ndarray]:
         state = self._state
         frame = state.frame_uniforms(camera, previous_camera, self.width, self.height, "zero_to_one")
         self._upload_scene()
@@ -198,7 +186,7 @@ class VulkanRenderer:
         rpass.set_bind_group(0, self._frame_group)
         for index, group in enumerate(state.groups):
             vbo, ibo, count = self._mesh_buffers[group.mesh]
-            textured = "rgb" in wanted and group.texture is not None
+            textured = "rgb" in outputs and group.texture is not None
             rpass.set_pipeline(self._pipeline(outputs, state.light_kinds, textured))
             rpass.set_bind_group(1, self._texture_group(group.texture))
             rpass.set_vertex_buffer(0, vbo)
@@ -221,7 +209,6 @@ class VulkanRenderer:
             result = {name: self._copy_out(mapped, offsets[name], name, rgb_channels) for name in outputs}
         finally:
             staging.unmap()
-        state.mark_rendered()
         return result
 
     def _copy_out(self, mapped: np.ndarray, offset: int, name: str, rgb_channels: int) -> np.ndarray:
@@ -229,13 +216,9 @@ class VulkanRenderer:
         w, h = self.width, self.height
         row = _row_bytes(w, name)
         rows = mapped[offset: offset + row * h].view(dtype).reshape(h, row // bpp, channels)[::-1, :w]
-        keep = {"rgb": rgb_channels, "normals": 3}.get(name, channels)
-        key = (name, keep)
-        out = self._outputs.get(key)
-        if out is None:
-            shape = (h, w) if keep == 1 else (h, w, keep)
-            out = self._outputs[key] = np.zeros(shape, dtype=dtype)
-        np.copyto(out.reshape(h, w, keep), rows[:, :, :keep])
+        out = self._output(name, rgb_channels)
+        keep = 1 if out.ndim == 2 else out.shape[2]
+        np.copyto(out.reshape(h, w, keep), rows[:, :, :keep])  # un-pads, flips to bottom-up, drops channels
         return out
 
     # -- cached GPU objects --------------------------------------------------------------------------------
@@ -319,10 +302,8 @@ class VulkanRenderer:
     def _closed(self) -> bool:
         return self._device is None
 
-    def close(self) -> None:
+    def _release(self) -> None:
         """Frees this renderer's targets and buffers; the shared device stays for the next renderer."""
-        if self._device is None:
-            return
         self._release_targets()
         for vbo, ibo, _ in self._mesh_buffers.values():
             vbo.destroy()
