@@ -3,6 +3,7 @@ Xvfb itself is killed; parallel starts get distinct displays."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import select
 import signal
@@ -19,6 +20,7 @@ from unirender.platforms.xvfb import (
     ScreenSpec,
     acquire_virtual_display,
     clean_stale_displays,
+    shared_displays,
     start_xvfb,
 )
 
@@ -153,3 +155,18 @@ def test_shared_display_reference_counting():
         assert b.alive()
         b.release()
     assert not a.alive()
+
+
+def test_forked_child_does_not_stop_the_parents_display():
+    display = acquire_virtual_display(300, 300)
+    try:
+        pid = os.fork()
+        if pid == 0:  # child: what a normal exit does (atexit), without unwinding into pytest
+            code = 1 if shared_displays() else 0
+            atexit._run_exitfuncs()
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert display.alive() and handshake(display.number) is None
+    finally:
+        display.release()

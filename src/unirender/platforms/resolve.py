@@ -101,7 +101,7 @@ class Resolution:
             self.virtual_display.release()
 
     def explain(self) -> str:
-        lines = [f"platform {self.label()} chosen for {self.request.width}x{self.request.height}"]
+        lines = [f"platform {self.label} chosen for {self.request.width}x{self.request.height}"]
         if self.device is not None:
             lines[0] += f" on {self.device.summary}"
         for c in self.candidates:

@@ -379,3 +379,15 @@ def stop_all() -> None:
         _shared.clear()
     for display in displays:
         display.stop()
+
+
+def _forget_after_fork() -> None:
+    """A forked child does not own its parent's servers: it must neither share nor stop them at its exit."""
+    global _registry_lock, _spawner
+    _registry_lock = threading.RLock()
+    _spawner = _Spawner()
+    _started.clear()
+    _shared.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
