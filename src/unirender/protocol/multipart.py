@@ -7,6 +7,7 @@ spellings alike; binary parts come back as read-only memoryviews into the body (
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import string
@@ -26,6 +27,13 @@ _URL_TABLE = [
     f"%{b:02x}".encode("ascii") if (b < 32 or b > 126 or b in _URL_ESCAPED) else bytes([b])
     for b in range(256)
 ]
+
+
+@functools.lru_cache(maxsize=512)
+def _options(value: str) -> tuple[str, dict[str, str]]:
+    """werkzeug's header-options parser, memoised: a player sends the same part headers on every step.
+    Callers must not modify the returned dict."""
+    return parse_options_header(value)
 
 
 def random_boundary() -> str:
@@ -83,7 +91,7 @@ def parse_form(
     """
     if not content_type:
         raise MultipartError("request has no Content-Type; expected multipart/form-data or urlencoded")
-    mimetype, options = parse_options_header(content_type)
+    mimetype, options = _options(content_type)
     if mimetype == "multipart/form-data":
         boundary = options.get("boundary")
         if not boundary:
@@ -133,7 +141,7 @@ def _parse_multipart(boundary: bytes, body) -> tuple[dict[str, list[str]], dict[
             raise MultipartError(
                 f"part {index}: no closing boundary {delimiter.decode('latin-1')!r} (truncated body?)"
             )
-        disposition, params = parse_options_header(headers.get("content-disposition", ""))
+        disposition, params = _options(headers.get("content-disposition", ""))
         if disposition != "form-data" or "name" not in params:
             raise MultipartError(
                 f"part {index}: needs 'Content-Disposition: form-data; name=...', "
@@ -143,7 +151,7 @@ def _parse_multipart(boundary: bytes, body) -> tuple[dict[str, list[str]], dict[
         if "filename" in params:
             files.setdefault(name, []).append(view[start:end])
         else:
-            _, type_params = parse_options_header(headers.get("content-type", "text/plain"))
+            _, type_params = _options(headers.get("content-type", "text/plain"))
             charset = type_params.get("charset", "utf-8")
             try:
                 fields.setdefault(name, []).append(bytes(view[start:end]).decode(charset))
