@@ -27,7 +27,11 @@ def test_check_env_passes_with_rgb_and_depth(backend):
     space = env.observation_space
     assert space["rgb"].shape == (64, 64, 3) and space["rgb"].dtype == np.uint8
     assert space["depth"].shape == (64, 64) and space["depth"].dtype == np.float32
-    check_env(env, skip_render_check=True)  # also closes the env
+    try:
+        check_env(env, skip_render_check=True)
+    finally:
+        env.close()
+    env.close()  # idempotent
     assert backend.sessions() == []
 
 
