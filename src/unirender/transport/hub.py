@@ -112,9 +112,18 @@ class PlayerHub:
             expose_tracebacks=False,
         )
         self._server.channel_class = _quick_ack_channel_class()
-        self._thread = threading.Thread(target=self._server.run, name="unirender-player-hub", daemon=True)
+        self._thread = threading.Thread(
+            target=self._serve, args=(self._server,), name="unirender-player-hub", daemon=True
+        )
         self._thread.start()
         return self
+
+    def _serve(self, server) -> None:
+        try:
+            server.run()
+        except Exception:  # sockets closed under the loop by close(): expected then, a bug otherwise
+            if self._server is server:
+                log.exception("player hub server loop failed")
 
     def close(self) -> None:
         """Release every blocked request, stop waitress, close all its sockets. Idempotent."""

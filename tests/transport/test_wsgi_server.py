@@ -1,0 +1,248 @@
+"""WsgiServer and PlayerHub against raw sockets speaking exactly like Unity (spec 2.2, 2.7, 2.8)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+
+import pytest
+from fixtures.fake_player import wwwform
+from waitress import create_server
+
+from unirender.errors import PlayerError
+from unirender.protocol import MultipartError
+from unirender.transport import PlayerHub, WsgiServer
+
+
+def metadata(seq: int) -> dict:
+    return {"agents": [{"screenWidth": 2, "screenHeight": 1, "lastActionSuccess": True}], "sequenceId": seq,
+            "activeAgentId": 0, "thirdPartyCameras": None}  # fmt: skip
+
+
+class UnitySocket:
+    """Unity's HTTP client: one socket, head and body in two sends, 1 KiB header buffer, Content-Length."""
+
+    def __init__(self, address):
+        self.sock = socket.create_connection(address, timeout=10)
+        self.heads: list[bytes] = []
+
+    def post(self, token: str, seq: int, image: bytes | None = b"\x01\x02\x03\x04\x05\x06", raw_body=None):
+        fields = [("metadata", json.dumps(metadata(seq)).encode(), False)]
+        if image is not None:
+            fields.append(("image", image, True))
+        fields.append(("token", token.encode(), False))
+        content_type, parts = wwwform(fields)
+        body = b"".join(parts) if raw_body is None else raw_body
+        head = f"POST /train HTTP/1.1\r\nContent-Length: {len(body)}\r\nContent-Type: {content_type}\r\n\r\n"
+        self.sock.sendall(head.encode())
+        self.sock.sendall(body)
+        return self.read_response()
+
+    def read_response(self) -> tuple[bytes, bytes]:
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            chunk = self.sock.recv(1024)
+            assert chunk, "server closed the keep-alive socket"
+            buf += chunk
+        head, _, body = buf.partition(b"\r\n\r\n")
+        assert len(head) + 4 <= 1024, f"response head exceeds Unity's 1 KiB buffer: {len(head)}"
+        length = next(int(v) for k, _, v in (h.partition(b":") for h in head.split(b"\r\n")[1:])
+                      if k.strip().lower() == b"content-length")  # fmt: skip
+        while len(body) < length:
+            body += self.sock.recv(length - len(body))
+        self.heads.append(head)
+        return head, body
+
+    def close(self):
+        self.sock.close()
+
+
+def serve_controller_side(server: WsgiServer, steps: int, received: list):
+    """The controller's half: receive, then answer with the next action, ``steps`` times."""
+    for i in range(steps):
+        payload = server.receive(timeout=10)
+        received.append(payload)
+        server.send({"action": "MoveAhead", "moveMagnitude": 0.25 * i})
+
+
+@pytest.fixture
+def wsgi():
+    server = WsgiServer()
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_keep_alive_over_100_steps_on_one_socket_with_unity_compatible_responses(wsgi):
+    received = []
+    t = threading.Thread(target=serve_controller_side, args=(wsgi, 101, received))
+    t.start()
+    unity = UnitySocket(wsgi.address)
+    try:
+        seq = 0
+        for i in range(101):
+            head, body = unity.post(wsgi.client_token, seq)
+            action = json.loads(body.decode("ascii"))
+            assert action == {"action": "MoveAhead", "moveMagnitude": 0.25 * i, "sequenceId": i + 1}
+            seq = action["sequenceId"]
+    finally:
+        unity.close()
+        t.join(10)
+    assert len(received) == 101
+    assert bytes(received[-1].files["image"][0]) == b"\x01\x02\x03\x04\x05\x06"
+    for head in unity.heads:
+        lines = head.split(b"\r\n")
+        assert lines[0] == b"HTTP/1.1 200 OK"
+        names = {line.split(b":")[0].strip().lower(): line.split(b":", 1)[1].strip() for line in lines[1:]}
+        assert b"content-length" in names
+        assert names.get(b"connection", b"").lower() != b"close"
+        assert b"transfer-encoding" not in names
+
+
+def test_wrong_token_is_403_and_the_player_is_not_trusted(wsgi):
+    unity = UnitySocket(wsgi.address)
+    try:
+        head, body = unity.post("not-the-token", 0)
+        assert head.startswith(b"HTTP/1.1 403")
+        with pytest.raises(PlayerError, match="wrong client token.*not trusted"):
+            wsgi.receive(timeout=5)
+    finally:
+        unity.close()
+    assert wsgi.hub.rejected_tokens == 1
+
+
+def test_garbage_form_is_400_and_reported_to_the_channel(wsgi):
+    unity = UnitySocket(wsgi.address)
+    try:
+        head, body = unity.post(wsgi.client_token, 0, raw_body=b"\x00\x01 not a form")
+        assert head.startswith(b"HTTP/1.1 400")
+        with pytest.raises(MultipartError):
+            wsgi.receive(timeout=5)
+    finally:
+        unity.close()
+
+
+def test_ping_unknown_route_wrong_method(wsgi):
+    client = UnitySocket(wsgi.address)
+    try:
+        for request, status, text in [
+            (b"GET /ping HTTP/1.1\r\n\r\n", b"200", b"pong"),
+            (b"GET /nothing HTTP/1.1\r\n\r\n", b"404", None),
+            (b"GET /train HTTP/1.1\r\n\r\n", b"405", None),
+        ]:
+            client.sock.sendall(request)
+            head, body = client.read_response()
+            assert head.split(b"\r\n")[0].split()[1] == status
+            if text:
+                assert body == text
+    finally:
+        client.close()
+
+
+def test_reset_reconnects_on_a_new_socket_while_the_old_one_stays_open(wsgi):
+    received = []
+    t = threading.Thread(target=serve_controller_side, args=(wsgi, 3, received))
+    t.start()
+    first = UnitySocket(wsgi.address)
+    second = UnitySocket(wsgi.address)
+    try:
+        first.post(wsgi.client_token, 0)
+        # Unity drops (does not close) the old socket after Reset; the new scene posts on a new one.
+        head, body = second.post(wsgi.client_token, 1)
+        assert json.loads(body)["sequenceId"] == 2
+        head, body = second.post(wsgi.client_token, 2, image=None)  # urlencoded branch
+        assert json.loads(body)["sequenceId"] == 3
+    finally:
+        first.close()
+        second.close()
+        t.join(10)
+    assert received[2].files == {}
+    assert received[2].metadata["sequenceId"] == 2
+
+
+def test_shared_hub_routes_each_player_by_token():
+    with PlayerHub(max_players=2) as hub:
+        a, b = WsgiServer(hub=hub), WsgiServer(hub=hub)
+        a.start()
+        b.start()
+        assert a.player_env()["AI2THOR_PORT"] == b.player_env()["AI2THOR_PORT"]
+        got_a, got_b = [], []
+        ta = threading.Thread(target=serve_controller_side, args=(a, 2, got_a))
+        tb = threading.Thread(target=serve_controller_side, args=(b, 2, got_b))
+        ta.start()
+        tb.start()
+        ua, ub = UnitySocket(hub.address), UnitySocket(hub.address)
+        try:
+            ua.post(a.client_token, 0, image=b"A" * 6)
+            ub.post(b.client_token, 0, image=b"B" * 6)
+            ub.post(b.client_token, 1, image=b"b" * 6)
+            ua.post(a.client_token, 1, image=b"a" * 6)
+            head, _ = ua.post("someone-else", 2)
+            assert head.startswith(b"HTTP/1.1 403")
+        finally:
+            ua.close()
+            ub.close()
+            ta.join(10)
+            tb.join(10)
+            a.stop()
+            b.stop()
+        assert [bytes(p.files["image"][0]) for p in got_a] == [b"A" * 6, b"a" * 6]
+        assert [bytes(p.files["image"][0]) for p in got_b] == [b"B" * 6, b"b" * 6]
+
+
+def test_hub_mounted_in_another_wsgi_app():
+    """The service mounts ``hub.wsgi_app`` in its own app and tells the hub its address."""
+    mounted = {}
+
+    def service_app(environ, start_response):
+        if environ["PATH_INFO"] in ("/train", "/ping"):
+            return mounted["hub"].wsgi_app(environ, start_response)
+        start_response("200 OK", [("Content-Length", "7")])
+        return [b"service"]
+
+    outer = create_server(service_app, host="127.0.0.1", port=0, threads=4)
+    thread = threading.Thread(target=outer.run, daemon=True)
+    thread.start()
+    try:
+        hub = mounted["hub"] = PlayerHub(address=("127.0.0.1", int(outer.effective_port)))
+        channel = WsgiServer(hub=hub)
+        channel.start()
+        assert channel.player_env()["AI2THOR_PORT"] == str(outer.effective_port)
+        received = []
+        t = threading.Thread(target=serve_controller_side, args=(channel, 1, received))
+        t.start()
+        unity = UnitySocket(hub.address)
+        try:
+            head, body = unity.post(channel.client_token, 0)
+            assert json.loads(body)["sequenceId"] == 1
+        finally:
+            unity.close()
+            t.join(10)
+            channel.stop()
+        assert not hub.serving  # the hub never started a server of its own
+    finally:
+        outer.close()
+        outer.task_dispatcher.shutdown(timeout=2)
+
+
+def test_stop_releases_a_blocked_request_with_an_empty_action():
+    server = WsgiServer()
+    server.start()
+    unity = UnitySocket(server.address)
+    result = {}
+
+    def post():
+        result["response"] = unity.post(server.client_token, 0)
+
+    t = threading.Thread(target=post)
+    t.start()
+    try:
+        server.receive(timeout=10)  # the request is now blocked waiting for our action
+        server.stop()
+        t.join(10)
+        assert not t.is_alive()
+        assert result["response"][1] == b"{}"
+    finally:
+        unity.close()
+        server.stop()
