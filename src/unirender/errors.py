@@ -1,7 +1,7 @@
 """Every error unirender raises on purpose derives from :class:`UnirenderError`.
 
 Protocol errors (bad bytes on the wire) live in :mod:`unirender.protocol.errors` and derive from
-:class:`ProtocolError`, which is re-exported here.
+:class:`unirender.protocol.errors.ProtocolError` (itself a :class:`UnirenderError` and a ``ValueError``).
 """
 
 from __future__ import annotations
