@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
+import struct
 
 import pytest
 
@@ -114,3 +116,33 @@ def test_abstract_socket_only():
         probe = probe_display(display.number, 300, 300)
         assert probe.error is None and probe.socket_path is None
         assert probe.screens[0].valid
+
+
+def test_linux64_tries_dollar_display_first_then_scans(xvfb_two_screens, xvfb_depth16, monkeypatch):
+    monkeypatch.setenv("DISPLAY", xvfb_two_screens.display)
+    a = Linux64().assess(PlatformRequest(system="Linux"))
+    assert a.env == {"DISPLAY": f"{xvfb_two_screens.display}.0"} and a.reasons == []
+    monkeypatch.setenv("DISPLAY", xvfb_depth16.display)  # invalid: reported, then the scan finds another
+    a = Linux64().assess(PlatformRequest(system="Linux", width=600, height=400))
+    assert a.usable and a.env["DISPLAY"] != f"{xvfb_depth16.display}.0"
+    assert f"{xvfb_depth16.display}.0: root depth is 16, 24 is required" in a.notes
+
+
+def _xauth_entry(cookie: bytes) -> bytes:
+    """One Xauthority record (FamilyLocal, this host, any display number, MIT-MAGIC-COOKIE-1)."""
+    out = struct.pack(">H", 256)
+    for part in (socket.gethostname().encode(), b"", b"MIT-MAGIC-COOKIE-1", cookie):
+        out += struct.pack(">H", len(part)) + part
+    return out
+
+
+def test_server_with_authorisation(tmp_path, monkeypatch):
+    """The liveness handshake carries no cookie; the real check uses the user's Xauthority like any client."""
+    auth = tmp_path / "Xauthority"
+    auth.write_bytes(_xauth_entry(secrets.token_bytes(16)))
+    with start_xvfb([ScreenSpec(640, 480)], extra_args=["-auth", str(auth)]) as display:
+        monkeypatch.setenv("XAUTHORITY", str(auth))
+        assert find_screen(300, 300, display.display).chosen is not None
+        monkeypatch.setenv("XAUTHORITY", str(tmp_path / "missing"))
+        search = find_screen(300, 300, display.display)
+        assert search.chosen is None and "Authorization required" in search.reasons[0]

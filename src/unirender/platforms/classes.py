@@ -114,18 +114,16 @@ class Linux64(Platform):
             # Unity's -batchmode -nographics renders nothing, so it needs no display (spec 6.2).
             return Assessment(self, usable=True, notes=["headless: no X display needed"])
         reasons: list[str] = []
-        search = None
-        candidates = [request.x_display] if request.x_display is not None else []
-        if not candidates and os.environ.get("DISPLAY"):
+        preferred = request.x_display  # checked alone when given
+        env_display = os.environ.get("DISPLAY")
+        if preferred is None and env_display:  # the caller's $DISPLAY first, then a scan
             try:
-                parse_x_display(os.environ["DISPLAY"])
-                candidates.append(os.environ["DISPLAY"])
+                parse_x_display(env_display)
+                preferred = env_display
             except ValueError:
-                reasons.append(f"$DISPLAY={os.environ['DISPLAY']!r} is not a local display; scanning instead")
-        for wanted in candidates:
-            search = find_screen(request.width, request.height, wanted)
-            if search.chosen:
-                break
+                reasons.append(f"$DISPLAY={env_display!r} is not a local display; scanning instead")
+        search = find_screen(request.width, request.height, preferred) if preferred is not None else None
+        if search is not None and not search.chosen:
             reasons.extend(search.reasons)
         if request.x_display is None and not (search and search.chosen):
             search = find_screen(request.width, request.height)
@@ -136,7 +134,9 @@ class Linux64(Platform):
         display = search.chosen.display
         device = next((d for d in devices if d.index == display), None)
         _add_glx_renderer(device, search.chosen.display)
-        return Assessment(self, usable=True, devices=devices, device=device, env={"DISPLAY": display})
+        return Assessment(
+            self, usable=True, devices=devices, device=device, env={"DISPLAY": display}, notes=reasons
+        )
 
     def dependency_instructions(self, request: PlatformRequest) -> str:
         return (

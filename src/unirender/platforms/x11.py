@@ -64,7 +64,7 @@ def list_display_numbers(socket_dir: str = X11_SOCKET_DIR) -> list[int]:
 
 
 def handshake(number: int, timeout: float = DEFAULT_PROBE_TIMEOUT) -> str | None:
-    """A raw X11 connection setup with a deadline; None when the server answered "success", else why not."""
+    """A raw X11 connection setup with a deadline: None when a server answered, else why not."""
     address = socket_address(number)
     shown = address.replace("\0", "@")
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -73,13 +73,10 @@ def handshake(number: int, timeout: float = DEFAULT_PROBE_TIMEOUT) -> str | None
         sock.connect(address)
         # byte order 'l', protocol 11.0, no authorisation (X11 protocol, "Connection Setup")
         sock.sendall(struct.pack("<cxHHHHxx", b"l", 11, 0, 0, 0))
-        head = _recv_exactly(sock, 8)
-        if head[0] == 1:
-            return None
-        if head[0] == 0:  # Failed: a reason string follows
-            reason = _recv_exactly(sock, head[1])
-            return f"X server at {shown} refused the connection: {reason.decode('latin-1').strip()}"
-        return f"X server at {shown} requires authentication (not supported for probing)"
+        # Any reply (Success, Failed or Authenticate) proves a live server; python-xlib then connects with
+        # the user's Xauthority cookie, which this probe deliberately does not read.
+        _recv_exactly(sock, 8)
+        return None
     except TimeoutError:
         return f"X socket {shown} accepted the connection but did not answer within {timeout:g} s"
     except OSError as exc:
