@@ -58,7 +58,12 @@ class Renderer(Protocol):
 
 def create_renderer(backend: str, width: int, height: int, device_index: int | None = None) -> Renderer:
     """A renderer of ``width`` x ``height`` pixels. Raises ``PlatformError`` when the back-end cannot start
-    (no EGL device, no DISPLAY for glx, no Vulkan adapter) and ValueError for an unknown name."""
+    (no EGL device, no DISPLAY for glx, no Vulkan adapter) and ValueError for an unknown name.
+
+    ``device_index``: "egl" = EGL device index (glcontext lets ``GLCONTEXT_DEVICE_INDEX`` in the environment
+    override it); "vulkan" = index among the Vulkan adapters, GPUs first (None = wgpu's high-performance
+    choice); "glx" ignores it (the X screen decides). Check ``info.renderer`` / ``info.software`` to see what
+    was picked: a software rasteriser is never reported as a GPU."""
     if backend in ("egl", "glx"):
         from .gl import GLRenderer
 

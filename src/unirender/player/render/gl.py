@@ -96,7 +96,7 @@ class GLRenderer(RendererBase):
             self._upload_scene()
             fbo = self._fbo(outputs)
             fbo.use()
-            self._clear(fbo, outputs)
+            self._clear(fbo, outputs, camera.far)
             ctx.enable_only(moderngl.DEPTH_TEST | moderngl.CULL_FACE)
             ctx.front_face = "cw"  # see transforms.py: outward faces are clockwise on screen
             ctx.cull_face = "back"
@@ -113,10 +113,10 @@ class GLRenderer(RendererBase):
                 result[name] = self._read(fbo, attachment, name, rgb_channels)
         return result
 
-    def _clear(self, fbo: moderngl.Framebuffer, outputs: tuple[str, ...]) -> None:
+    def _clear(self, fbo: moderngl.Framebuffer, outputs: tuple[str, ...], far: float) -> None:
         # glClear uses one colour for all attachments: clear everything to the common value (0), then give the
         # targets with their own background value (rgb: background colour, depth: far) a masked clear each.
-        values = {"rgb": (*self._state.background, 1.0), "depth": (float(self._frame[39]), 0.0, 0.0, 0.0)}
+        values = {"rgb": (*self._state.background, 1.0), "depth": (float(far), 0.0, 0.0, 0.0)}
         if len(outputs) == 1:
             fbo.clear(*values.get(outputs[0], (0.0, 0.0, 0.0, 0.0)), depth=1.0)
             return
