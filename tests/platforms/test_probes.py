@@ -111,3 +111,17 @@ def test_map_gpu_device(gpu_device, cuda_visible, smi, expected):
 def test_map_gpu_device_failures(gpu_device, cuda_visible, smi, message):
     index, why = map_gpu_device(gpu_device, VULKAN, cuda_visible, smi)
     assert index is None and message in why
+
+
+def test_a_crashing_probe_process_is_an_error_not_a_crash(tmp_path, monkeypatch):
+    """Stands in for a driver that segfaults while loading: the worker really dies of SIGSEGV."""
+    (tmp_path / "sitecustomize.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    result = probes.run_probes(["vulkan", "egl"])
+    for name in ("vulkan", "egl"):
+        assert result[name]["devices"] == [] and "SIGSEGV" in result[name]["error"]
+
+
+def test_a_hanging_probe_is_bounded():
+    result = probes.run_probes(["vulkan"], timeout=0.01)
+    assert "timed out after 0.01 s" in result["vulkan"]["error"]
