@@ -125,3 +125,11 @@ def test_a_crashing_probe_process_is_an_error_not_a_crash(tmp_path, monkeypatch)
 def test_a_hanging_probe_is_bounded():
     result = probes.run_probes(["vulkan"], timeout=0.01)
     assert "timed out after 0.01 s" in result["vulkan"]["error"]
+
+
+def test_cuda_visible_devices_alone_never_breaks_cloudrendering(monkeypatch):
+    """allenact#374: merely having CUDA_VISIBLE_DEVICES set must not require nvidia-smi or a GPU."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    a = CloudRendering().assess(LINUX)
+    assert a.usable and a.args == [] and a.device.software
+    assert "CUDA_VISIBLE_DEVICES not mapped" in a.notes[0]
