@@ -289,14 +289,23 @@ def test_bad_input_is_rejected(renderer):
         Camera(fov=0)
 
 
-def test_backends_agree(renderers):
+def test_backends_agree(renderers, tmp_path):
+    texture = tmp_path / "stripes.png"
+    Image.fromarray(np.tile(np.array([[250, 40, 40], [40, 40, 250]], np.uint8).repeat(8, 0)[:, None], (4, 16, 1))
+                    ).save(texture)
     outputs = {}
     for name, r in renderers.items():
-        cube_scene(r, position=(0.3, 0.2, 4.0))
+        r.set_scene({"cube": mesh.box(), "ball": mesh.sphere(0.6, 20), "floor": mesh.plane((20.0, 20.0))},
+                    [Instance("cube", trs((0.3, 0.2, 4.0), (0, 30, 0)), (0.9, 0.1, 0.1), 7),
+                     Instance("ball", trs((-1.2, 0.0, 5.0)), (1, 1, 1), 8, str(texture)),
+                     Instance("floor", trs((0.0, -1.0, 0.0)), (0.5, 0.5, 0.5), 2)],
+                    [LIGHT, Light("point", position=(0.0, 1.5, 3.0), color=(1.0, 0.9, 0.8), intensity=0.4)],
+                    ambient=(0.2, 0.2, 0.25), background=(0.1, 0.1, 0.1))
         out = r.render(camera(position=(0.1, 0.5, 0.0), rotation=(8, 6, 0)), set(MODALITIES),
                        previous_camera=camera(rotation=(5, 3, 0)))
         outputs[name] = {k: v.copy() for k, v in out.items()}
     ref = outputs["egl"]
+    assert set(np.unique(ref["instance"])) == {0, 2, 7, 8}
     for name in ("glx", "vulkan"):
         other = outputs[name]
         assert (np.abs(ref["rgb"].astype(int) - other["rgb"]) <= 1).mean() > 0.995, name
