@@ -9,8 +9,8 @@ import threading
 
 import msgpack
 import pytest
-from fixtures import no_leaks  # noqa: F401
 
+from fixtures import no_leaks  # noqa: F401
 from unirender.errors import PlayerCrashedError, PlayerTimeoutError
 from unirender.protocol import UnknownFieldTypeError
 from unirender.transport import FifoServer

@@ -7,9 +7,9 @@ import socket
 import threading
 
 import pytest
-from fixtures.fake_player import wwwform
-from waitress import create_server
+from waitress import create_server, wasyncore
 
+from fixtures.fake_player import wwwform
 from unirender.errors import PlayerError
 from unirender.protocol import MultipartError
 from unirender.transport import PlayerHub, WsgiServer
@@ -202,7 +202,14 @@ def test_hub_mounted_in_another_wsgi_app():
         return [b"service"]
 
     outer = create_server(service_app, host="127.0.0.1", port=0, threads=4)
-    thread = threading.Thread(target=outer.run, daemon=True)
+
+    def run_outer():
+        try:
+            outer.run()
+        except OSError:  # its sockets are closed under the loop at the end of the test
+            pass
+
+    thread = threading.Thread(target=run_outer, daemon=True)
     thread.start()
     try:
         hub = mounted["hub"] = PlayerHub(address=("127.0.0.1", int(outer.effective_port)))
@@ -222,8 +229,9 @@ def test_hub_mounted_in_another_wsgi_app():
             channel.stop()
         assert not hub.serving  # the hub never started a server of its own
     finally:
-        outer.close()
         outer.task_dispatcher.shutdown(timeout=2)
+        outer.trigger.pull_trigger(lambda: wasyncore.close_all(outer._map))
+        thread.join(5)
 
 
 def test_stop_releases_a_blocked_request_with_an_empty_action():
