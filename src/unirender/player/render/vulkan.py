@@ -168,6 +168,7 @@ class VulkanRenderer(RendererBase):
         device = self._device
         device.queue.write_buffer(self._ubo, 0, frame)
         staging, offsets = self._staging_buffer(outputs)
+        bind_groups = [self._texture_group(g.texture if "rgb" in outputs else None) for g in state.groups]
 
         encoder = device.create_command_encoder()
         attachments = []
@@ -188,7 +189,7 @@ class VulkanRenderer(RendererBase):
             vbo, ibo, count = self._mesh_buffers[group.mesh]
             textured = "rgb" in outputs and group.texture is not None
             rpass.set_pipeline(self._pipeline(outputs, state.light_kinds, textured))
-            rpass.set_bind_group(1, self._texture_group(group.texture))
+            rpass.set_bind_group(1, bind_groups[index])
             rpass.set_vertex_buffer(0, vbo)
             rpass.set_vertex_buffer(1, self._group_buffers[index])
             rpass.set_index_buffer(ibo, wgpu.IndexFormat.uint32)
@@ -311,7 +312,7 @@ class VulkanRenderer(RendererBase):
         for buf in self._group_buffers:
             buf.destroy()
         self._ubo.destroy()
-        self._mesh_buffers, self._group_buffers, self._pipelines = {}, [], {}
+        self._mesh_buffers, self._group_buffers, self._pipelines, self._texture_groups = {}, [], {}, {}
         self._device = None
 
 
