@@ -47,3 +47,24 @@ def test_cli_help_runs():
     with pytest.raises(SystemExit) as exc:
         main(["--version"])
     assert exc.value.code == 0
+
+
+def test_child_started_from_short_lived_thread_outlives_the_thread(tmp_path):
+    # PDEATHSIG is tied to the forking *thread*: children must be forked from the long-lived spawner thread.
+    import threading
+
+    box = {}
+    t = threading.Thread(
+        target=lambda: box.setdefault(
+            "p", ManagedProcess([sys.executable, "-c", "import time; time.sleep(30)"], log_path=tmp_path / "l")
+        )
+    )
+    t.start()
+    t.join()
+    p = box["p"]
+    time.sleep(0.5)
+    try:
+        assert p.alive(), p.describe()
+    finally:
+        p.terminate(grace=0.5)
+    assert not p.alive()

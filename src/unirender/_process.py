@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import ctypes
 import os
+import queue
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
@@ -24,6 +26,58 @@ def _pdeathsig_preexec() -> None:  # runs in the child between fork and exec
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except Exception:  # pragma: no cover - non-Linux
         pass
+
+
+class _Spawner:
+    """One long-lived daemon thread that forks every child.
+
+    Why: Linux fires ``PR_SET_PDEATHSIG`` when the *thread* that forked the child exits, not the process. A
+    player started from a short-lived worker thread (a request thread, a job worker) would otherwise be killed
+    when that thread ends. Forking from one thread that lives as long as the process ties the child to the
+    process, which is what we mean.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def call(self, fn: Callable, *args, **kwargs):
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="unirender-spawner", daemon=True)
+                self._thread.start()
+        if threading.current_thread() is self._thread:
+            return fn(*args, **kwargs)
+        future: Future = Future()
+        self._jobs.put((future, fn, args, kwargs))
+        return future.result()
+
+    def _loop(self) -> None:
+        while True:
+            future, fn, args, kwargs = self._jobs.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except BaseException as exc:  # handed to the caller
+                future.set_exception(exc)
+
+
+_spawner = _Spawner()
+
+
+def run_in_spawner_thread(fn: Callable, *args, **kwargs):
+    """Run ``fn`` (something that forks children) on the process-wide spawner thread and return its result."""
+    return _spawner.call(fn, *args, **kwargs)
+
+
+def _new_spawner_after_fork() -> None:
+    global _spawner
+    _spawner = _Spawner()
+
+
+os.register_at_fork(after_in_child=_new_spawner_after_fork)
 
 
 def signal_name(returncode: int | None) -> str | None:
@@ -85,7 +139,8 @@ class ManagedProcess:
         self.log_path = str(log_path) if log_path else None
         self._log_file = open(self.log_path, "ab", buffering=0) if self.log_path else subprocess.DEVNULL
         try:
-            self.popen = subprocess.Popen(
+            self.popen = run_in_spawner_thread(
+                subprocess.Popen,
                 self.argv,
                 env=dict(env) if env is not None else None,
                 cwd=cwd,

@@ -16,7 +16,6 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import queue
 import re
 import select
 import shutil
@@ -24,10 +23,9 @@ import socket
 import tempfile
 import threading
 import time
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from unirender._process import ManagedProcess, tail_file
+from unirender._process import ManagedProcess, run_in_spawner_thread, tail_file
 from unirender.errors import PlatformError
 from unirender.platforms.x11 import X11_SOCKET_DIR, handshake
 
@@ -202,35 +200,6 @@ def xvfb_path() -> str | None:
     return shutil.which("Xvfb")
 
 
-class _Spawner:
-    """One daemon thread that forks every Xvfb, so PDEATHSIG fires only when the whole process dies."""
-
-    def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-
-    def call(self, fn, *args, **kwargs):
-        with self._lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._loop, name="unirender-xvfb-spawner", daemon=True)
-                self._thread.start()
-        if threading.current_thread() is self._thread:
-            return fn(*args, **kwargs)
-        future: Future = Future()
-        self._jobs.put((future, fn, args, kwargs))
-        return future.result()
-
-    def _loop(self) -> None:
-        while True:
-            future, fn, args, kwargs = self._jobs.get()
-            try:
-                future.set_result(fn(*args, **kwargs))
-            except BaseException as exc:  # handed to the caller
-                future.set_exception(exc)
-
-
-_spawner = _Spawner()
 _registry_lock = threading.RLock()
 _started: list[VirtualDisplay] = []
 _shared: list[VirtualDisplay] = []
@@ -256,7 +225,7 @@ def start_xvfb(
     setpriv = shutil.which("setpriv")
     if setpriv:  # re-arm PDEATHSIG as SIGTERM so that Xvfb cleans up after itself when we die
         argv = [setpriv, "--pdeathsig", "TERM", "--", *argv]
-    display = _spawner.call(_spawn, argv, screens, timeout)
+    display = run_in_spawner_thread(_spawn, argv, screens, timeout)
     with _registry_lock:
         _started.append(display)
     return display
@@ -383,9 +352,8 @@ def stop_all() -> None:
 
 def _forget_after_fork() -> None:
     """A forked child does not own its parent's servers: it must neither share nor stop them at its exit."""
-    global _registry_lock, _spawner
+    global _registry_lock
     _registry_lock = threading.RLock()
-    _spawner = _Spawner()
     _started.clear()
     _shared.clear()
 
