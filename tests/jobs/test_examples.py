@@ -31,7 +31,11 @@ def shrunk(path: Path, out: Path) -> dict:
 def test_there_are_three_examples_of_different_kinds():
     specs = [load_spec(p) for p in EXAMPLES]
     assert len(specs) == 3 and {p.suffix for p in EXAMPLES} >= {".yaml", ".toml"}
-    kinds = {("actions" if e.actions else "poses" if e.poses else e.generator.kind) for s in specs for e in s.episodes}
+    kinds = {
+        ("actions" if e.actions else "poses" if e.poses else e.generator.kind)
+        for s in specs
+        for e in s.episodes
+    }
     assert kinds >= {"actions", "grid", "random"}
     assert {s.output.format for s in specs} == {"png", "npz", "webdataset"}
 

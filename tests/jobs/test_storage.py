@@ -232,3 +232,40 @@ def test_rich_progress_on_a_terminal():
     text = out.getvalue()
     assert "\x1b[" in text  # live display escapes
     assert "4/10" in text and "frames/s" in text and "worker 0" in text and "e0003-kitchen-r000" in text
+
+
+class FramesOnly:
+    """Just what the writers read from an Event: ``frames()`` and ``metadata``."""
+
+    def __init__(self, seed: int):
+        self.seed, self.metadata = seed, {"seed": seed}
+
+    def frames(self):
+        return synthetic_frames(self.seed)
+
+
+def test_write_behind_writes_in_order_and_reports_errors(tmp_path):
+    from unirender.jobs.write_behind import WriteBehind
+
+    render = load_spec(
+        {"episodes": [{"scene": "s", "actions": ["Pass"]}], "render": {"modalities": ["rgb"]}}
+    ).render
+    behind = WriteBehind(
+        open_episode_writer(tmp_path / "ok", "u", OutputSpec(format="npz"), "Meters"), render
+    )
+    for i in range(6):
+        behind.add(i, FramesOnly(i))
+    records = behind.finish()
+    assert [r["metadata"]["seed"] for r in records] == list(range(6))
+    assert list(records[0]["files"]) == ["frame", "third_party_camera_frames.top"]  # rgb only
+
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "frames").write_text("a file where the frames directory should be")
+    behind = WriteBehind(
+        open_episode_writer(tmp_path / "bad", "u", OutputSpec(format="png"), "Meters"), render
+    )
+    with pytest.raises(OSError):
+        for i in range(10):  # the helper's error surfaces on a later add() or at finish()
+            behind.add(i, FramesOnly(i))
+        behind.finish()
+    behind.discard()

@@ -48,6 +48,7 @@ def build_manifest(
     frames = sum(len(finished[u.id]["frames"]) for u in units)
     step_s = sum(finished[u.id]["timings"]["step_s"] for u in units)
     write_s = sum(finished[u.id]["timings"]["write_s"] for u in units)
+    encode_s = sum(finished[u.id]["timings"].get("encode_s", 0.0) for u in units)
     modality_keys = sorted({k for u in units for fr in finished[u.id]["frames"] for k in fr["files"]})
     return {
         "name": spec.name,
@@ -69,7 +70,8 @@ def build_manifest(
         "counts": {"episodes": len(spec.episodes), "units": len(units), "frames": frames},
         "timings": {
             "step_s": round(step_s, 3),
-            "write_s": round(write_s, 3),
+            "write_s": round(write_s, 3),  # workers blocked on writing
+            "encode_s": round(encode_s, 3),  # write-behind threads busy (overlaps stepping)
             "write_share": round(write_s / (step_s + write_s), 4) if step_s + write_s else 0.0,
             "last_run_elapsed_s": round(result.elapsed_s, 3),
             "last_run_workers": result.workers,

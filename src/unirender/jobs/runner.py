@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from unirender.errors import PlayerCrashedError, PlayerTimeoutError, RestartError
-from unirender.jobs.episodes import WorkUnit, expand_units, frames_to_record, run_unit
+from unirender.jobs.episodes import WorkUnit, expand_units, run_unit
 from unirender.jobs.manifest import build_manifest, write_manifest, write_metadata
 from unirender.jobs.plan import auto_workers, resolve_platform
 from unirender.jobs.progress import Reporter
 from unirender.jobs.state import MANIFEST, JobError, JobState
+from unirender.jobs.write_behind import WriteBehind
 from unirender.jobs.writers import open_episode_writer
 from unirender.spec import JobSpec
 
@@ -42,8 +43,9 @@ class JobResult:
     units_resumed: int = 0
     workers: int = 0
     elapsed_s: float = 0.0
-    step_s: float = 0.0  # summed over workers: waiting on players (render + transfer + decode)
-    write_s: float = 0.0  # summed over workers: selecting, encoding, writing
+    step_s: float = 0.0  # summed over workers: waiting on players (render + transfer)
+    write_s: float = 0.0  # summed over workers: blocked on writing (what write-behind could not overlap)
+    encode_s: float = 0.0  # summed over write-behind threads: selecting, decoding, encoding, writing
     platform: str | None = None
     device: str | None = None
     cancelled: bool = False
@@ -68,6 +70,7 @@ class JobResult:
             "write_share": round(self.write_s / (self.step_s + self.write_s), 4)
             if self.step_s + self.write_s > 0
             else 0.0,
+            "encode_s": round(self.encode_s, 3),
             "platform": self.platform,
             "device": self.device,
         }
@@ -133,6 +136,7 @@ class JobRunner:
         self._units_total = 0
         self._step_s = 0.0
         self._write_s = 0.0
+        self._encode_s = 0.0
         self._player_info: dict[str, Any] = {}
 
     # -- players ------------------------------------------------------------------------------------------
@@ -202,7 +206,7 @@ class JobRunner:
             if pending:
                 self._render(pending, result)
             result.elapsed_s = time.monotonic() - started
-            result.step_s, result.write_s = self._step_s, self._write_s
+            result.step_s, result.write_s, result.encode_s = self._step_s, self._write_s, self._encode_s
             result.frames_written = self._frames_done - sum(
                 len(finished[u.id]["frames"]) for u in units if u.id in finished
             )
@@ -322,9 +326,11 @@ class JobRunner:
 
     def _run_unit(self, wid: int, player, unit: WorkUnit, counted_totals: set[str]) -> dict[str, Any]:
         render = self.spec.render
-        writer = open_episode_writer(self.root, unit.id, self.spec.output, render.depth_format)
+        writer = WriteBehind(
+            open_episode_writer(self.root, unit.id, self.spec.output, render.depth_format), render
+        )
         written = 0
-        step_s = write_s = 0.0
+        step_s = wait_s = 0.0
         expected: list[int | None] = [unit.known_frame_count]
 
         def on_total(n: int) -> None:
@@ -344,10 +350,9 @@ class JobRunner:
                 t1 = time.perf_counter()
                 if written == 0:
                     self._note_player(player, event)
-                writer.add(written, frames_to_record(event, render), dict(event.metadata))
-                t2 = time.perf_counter()
+                writer.add(written, event)
                 step_s += t1 - t0
-                write_s += t2 - t1
+                wait_s += time.perf_counter() - t1
                 written += 1
                 self._advance(1)
                 self.reporter.worker(wid, f"{unit.id}: {written}/{expected[0] or '?'} frames")
@@ -355,10 +360,11 @@ class JobRunner:
                     raise _Cancelled
             t0 = time.perf_counter()
             records = writer.finish()
-            record = {"unit": unit.id, "frames": records, "timings": {"step_s": step_s, "write_s": write_s}}
+            wait_s += time.perf_counter() - t0
+            timings = {"step_s": step_s, "write_s": wait_s, "encode_s": writer.busy_s}
+            record = {"unit": unit.id, "frames": records, "timings": timings}
             # Marking the unit finished is the commit point: after it, a resumed job skips the unit.
             JobState(self.root).mark_finished(unit.id, record)
-            write_s += time.perf_counter() - t0
         except BaseException:
             writer.discard()
             self._advance(-written)  # these frames will be redone (or the job stops)
@@ -367,7 +373,8 @@ class JobRunner:
             events.close()
             with self._lock:
                 self._step_s += step_s
-                self._write_s += write_s
+                self._write_s += wait_s
+                self._encode_s += writer.busy_s
         return record
 
     def _note_player(self, player, event) -> None:
