@@ -85,6 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except Exception:  # a bug: leave the traceback in the player log for the controller's error message
+        log.exception("the reference player failed")
+        return 1
 
 
 if __name__ == "__main__":

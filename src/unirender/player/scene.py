@@ -219,7 +219,9 @@ def _wall_segments(length: float, openings: list[tuple[float, float]]) -> list[t
     return segments
 
 
-def _room_structure(room: dict, index: int, check: _Checker) -> tuple[list[ObjectSpec], FloorArea | None]:
+def _room_structure(
+    room: dict, index: int, base: Path | None, check: _Checker
+) -> tuple[list[ObjectSpec], FloorArea | None]:
     path = f"rooms[{index}]"
     check.mapping(room, path, {"name", "center", "size", "height", "floor", "walls", "ceiling"})
     name = str(room.get("name", f"room{index}"))
@@ -243,7 +245,7 @@ def _room_structure(room: dict, index: int, check: _Checker) -> tuple[list[Objec
             rotation=(0.0, 0.0, 0.0),
             scale=(sx, 1.0, sz),
             color=check.color(floor.get("color"), f"{path}.floor.color", (0.55, 0.45, 0.35)),
-            texture=floor.get("texture"),
+            texture=_resolve_texture(floor.get("texture"), base, f"{path}.floor.texture", check),
             structural=True,
         )
     )
@@ -261,7 +263,7 @@ def _room_structure(room: dict, index: int, check: _Checker) -> tuple[list[Objec
                 rotation=(180.0, 0.0, 0.0),  # face down
                 scale=(sx, 1.0, sz),
                 color=check.color(ceiling.get("color"), f"{path}.ceiling.color", (0.92, 0.92, 0.9)),
-                texture=ceiling.get("texture"),
+                texture=_resolve_texture(ceiling.get("texture"), base, f"{path}.ceiling.texture", check),
                 structural=True,
             )
         )
@@ -269,6 +271,7 @@ def _room_structure(room: dict, index: int, check: _Checker) -> tuple[list[Objec
     walls = room.get("walls") or {}
     check.mapping(walls, f"{path}.walls", {"color", "texture", "thickness", "sides", "openings"})
     color = check.color(walls.get("color"), f"{path}.walls.color", (0.85, 0.83, 0.78))
+    wall_texture = _resolve_texture(walls.get("texture"), base, f"{path}.walls.texture", check)
     thickness = check.number(walls.get("thickness"), f"{path}.walls.thickness", default=0.1, positive=True)
     sides = walls.get("sides", list(WALL_SIDES))
     if not isinstance(sides, list) or any(s not in WALL_SIDES for s in sides):
@@ -307,7 +310,7 @@ def _room_structure(room: dict, index: int, check: _Checker) -> tuple[list[Objec
                     rotation=(0.0, 0.0, 0.0),
                     scale=scale,
                     color=color,
-                    texture=walls.get("texture"),
+                    texture=wall_texture,
                     structural=True,
                 )
             )
@@ -331,6 +334,20 @@ def _resolve_file(value, base: Path | None, path: str, check: _Checker) -> str |
         check.fail(path, f"file not found: {p}")
         return None
     return str(p.resolve())
+
+
+def _resolve_texture(value, base: Path | None, path: str, check: _Checker) -> str | None:
+    resolved = _resolve_file(value, base, path, check)
+    if resolved is not None:
+        from PIL import Image  # only scenes with textures pay for PIL here
+
+        try:
+            with Image.open(resolved) as image:
+                image.verify()
+        except Exception as exc:  # PIL raises many types for a bad file
+            check.fail(path, f"not a readable image: {resolved} ({exc})")
+            return None
+    return resolved
 
 
 def _parse_object(obj, index: int, base: Path | None, check: _Checker) -> ObjectSpec | None:
@@ -386,7 +403,7 @@ def _parse_object(obj, index: int, base: Path | None, check: _Checker) -> Object
         rotation=rotation,
         scale=scale,
         color=check.color(obj.get("color"), f"{path}.color", (0.7, 0.7, 0.7)),
-        texture=_resolve_file(obj.get("texture"), base, f"{path}.texture", check),
+        texture=_resolve_texture(obj.get("texture"), base, f"{path}.texture", check),
     )
 
 
@@ -453,7 +470,7 @@ def parse_scene(
         if not isinstance(room, dict):
             check.fail(f"rooms[{i}]", "must be a mapping")
             continue
-        structure, area = _room_structure(room, i, check)
+        structure, area = _room_structure(room, i, base, check)
         objects.extend(structure)
         if area:
             floors.append(area)

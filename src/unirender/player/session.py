@@ -8,6 +8,7 @@ frame that needs one, so a metadata-only player (``-nographics`` / no server-sid
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from dataclasses import dataclass
 
@@ -15,6 +16,8 @@ from unirender.player import actions, encode
 from unirender.player.metadata import WorldMetadata, agent_metadata
 from unirender.player.scene import builtin_scene_names, find_scene
 from unirender.player.world import World
+
+log = logging.getLogger("unirender.player")
 
 # Like a CloudRendering build, the Vulkan flavour ignores -screen-width/-height and starts at this size;
 # the Controller follows the first event with ChangeResolution (spec 6.4, 9.14).
@@ -146,7 +149,13 @@ class PlayerSession:
                     "actionReturn": result.action_return,
                 }
             )
-        emission = self._full_emission(action, agent_id)
+        try:
+            emission = self._full_emission(action, agent_id)
+        except Exception as exc:  # rendering broke (e.g. a driver error): report it, keep the player alive
+            log.exception("rendering after %r failed", name)
+            failed = actions.ActionResult(False, f"{name}: rendering failed in the reference player: {exc!r}")
+            self._results[agent_id] = _result_state(name, failed)
+            emission = self._full_emission({**action, "renderImage": False}, agent_id)
         emission.reconnect = self._loaded_scene
         return emission
 

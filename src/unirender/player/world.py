@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from unirender.player import geometry
-from unirender.player.scene import AGENT_HALF_HEIGHT, ObjectSpec, SceneSpec
+from unirender.player.scene import AGENT_HALF_HEIGHT, ObjectSpec, SceneError, SceneSpec
 
 AGENT_RADIUS = 0.2  # AI2-THOR's default agent capsule radius
 AGENT_HEIGHT = 2 * AGENT_HALF_HEIGHT
@@ -53,10 +53,10 @@ class MeshLibrary:
             path = key[len("file:") :]
             try:
                 loaded = trimesh.load(path, force="mesh")
-            except Exception as exc:
-                raise ValueError(f"cannot load mesh file {path}: {exc}") from None
+            except Exception as exc:  # trimesh raises many types for a bad file
+                raise SceneError(f"cannot load mesh file {path}: {exc}") from None
             if loaded.is_empty:
-                raise ValueError(f"mesh file {path} contains no triangles")
+                raise SceneError(f"mesh file {path} contains no triangles")
             self.loaded[key] = loaded
         return self.loaded[key]
 

@@ -1,0 +1,116 @@
+"""PlayerSession rendering in-process through EGL: textures and OBJ meshes from scene files, the payload's image
+order (spec 2.4), per-step modality switches, resolution changes and robustness to a failing renderer."""
+
+import numpy as np
+import pytest
+import yaml
+from PIL import Image
+
+from unirender.player.session import PlayerSession
+
+W, H = 120, 90
+
+
+@pytest.fixture(scope="module")
+def scene_file(tmp_path_factory):
+    d = tmp_path_factory.mktemp("assets")
+    checker = np.zeros((8, 8, 3), np.uint8)
+    checker[(np.indices((8, 8)).sum(axis=0) % 2) == 0] = (250, 250, 250)
+    Image.fromarray(checker).resize((64, 64), Image.NEAREST).save(d / "checker.png")
+    # a tetrahedron 1 m high standing on the floor
+    (d / "tetra.obj").write_text(
+        "v -0.5 0 -0.5\nv 0.5 0 -0.5\nv 0 0 0.5\nv 0 1 0\nf 1 2 3\nf 1 4 2\nf 2 4 3\nf 3 4 1\n"
+    )
+    scene = {
+        "rooms": [{"size": [6, 6], "ceiling": False}],
+        "objects": [
+            {
+                "objectType": "Board",
+                "position": [-0.6, 1.5, 2.0],
+                "scale": [1.0, 1.0, 0.05],
+                "texture": "checker.png",
+                "color": [1, 1, 1],
+            },
+            {
+                "objectType": "Tetra",
+                "mesh": {"file": "tetra.obj"},
+                "position": [0.8, 1.0, 2.0],
+                "color": [0.1, 0.7, 0.2],
+            },
+        ],  # fmt: skip
+        "agents": [{"position": [0, 0]}],
+    }
+    path = d / "textured.yaml"
+    path.write_text(yaml.safe_dump(scene))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def session(scene_file):
+    s = PlayerSession("egl", W, H, scene=scene_file)
+    yield s
+    s.close()
+
+
+def frame(emission, name="image", channels=3):
+    (data,) = [b for n, b in emission.images if n == name]
+    return np.frombuffer(data, np.uint8).reshape(H, W, channels)[::-1]  # wire rows are bottom-up
+
+
+def test_texture_and_obj_mesh_render(session):
+    e = session.step({"action": "Initialize", "renderInstanceSegmentation": True}, patches=False)
+    meta = e.metadata["agents"][0]
+    ids = {c["name"]: tuple(c["color"]) for c in meta["colors"]}
+    inst = np.frombuffer([b for n, b in e.images if n == "image_ids"][0], np.uint8).reshape(H, W, 4)[::-1]
+    board = (inst[..., :3] == ids["Board|-00.60|+01.50|+02.00"]).all(axis=-1)
+    tetra = (inst[..., :3] == ids["Tetra|+00.80|+01.00|+02.00"]).all(axis=-1)
+    assert board.sum() > 200 and tetra.sum() > 100
+    rgb = frame(e)
+    lum = rgb[board].mean(axis=1)
+    assert lum.min() < 40 and lum.max() > 150  # both checker colours show: the texture is sampled
+    green = rgb[tetra].astype(int)
+    assert (green[:, 1] > green[:, 0] + 20).all()  # the OBJ is drawn with its colour
+
+
+def test_payload_order_and_per_step_modalities(session):
+    session.step({"action": "Initialize", "renderInstanceSegmentation": False}, patches=False)
+    session.step(
+        {"action": "AddThirdPartyCamera", "position": [0, 2, 0], "rotation": [30, 0, 0]}, patches=False
+    )
+    e = session.step({"action": "Pass", "renderDepthImage": True, "renderClassImage": True}, patches=False)
+    assert [n for n, _ in e.images] == [
+        "image-thirdParty-camera",
+        "image_thirdParty_depth",
+        "image_thirdParty_classes",
+        "image",
+        "image_depth",
+        "image_classes",
+    ]
+    assert e.metadata["agents"][0]["colors"] is not None
+    # the switches last one step only
+    e = session.step({"action": "Pass"}, patches=False)
+    assert [n for n, _ in e.images] == ["image-thirdParty-camera", "image"]
+    assert e.metadata["agents"][0]["colors"] is None
+    e = session.step({"action": "Pass", "renderImage": False}, patches=False)
+    assert e.images == [] and e.metadata["agents"][0]["thirdPartyCameras"] is None
+
+
+def test_change_resolution_resizes_every_image(session):
+    e = session.step({"action": "ChangeResolution", "x": 64, "y": 32}, patches=False)
+    meta = e.metadata["agents"][0]
+    assert (meta["screenWidth"], meta["screenHeight"]) == (64, 32)
+    assert all(len(b) == 64 * 32 * 3 for _, b in e.images)
+    session.step({"action": "ChangeResolution", "x": W, "y": H}, patches=False)
+
+
+def test_a_failing_render_is_reported_not_fatal(session, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("GL_OUT_OF_MEMORY")
+
+    monkeypatch.setattr(session.renderer, "render", broken)
+    e = session.step({"action": "MoveAhead"}, patches=False)
+    meta = e.metadata["agents"][0]
+    assert not meta["lastActionSuccess"] and "GL_OUT_OF_MEMORY" in meta["errorMessage"]
+    assert e.images == []
+    monkeypatch.undo()
+    assert session.step({"action": "Pass"}, patches=False).images
