@@ -241,7 +241,9 @@ class FramesOnly:
         self.seed, self.metadata = seed, {"seed": seed}
 
     def frames(self):
-        return synthetic_frames(self.seed)
+        frames = synthetic_frames(self.seed)
+        frames["third_party_camera_frames"] = frames.pop("third_party_camera_frames.top")[None]  # 1 camera
+        return frames
 
 
 def test_write_behind_writes_in_order_and_reports_errors(tmp_path):
@@ -257,7 +259,7 @@ def test_write_behind_writes_in_order_and_reports_errors(tmp_path):
         behind.add(i, FramesOnly(i))
     records = behind.finish()
     assert [r["metadata"]["seed"] for r in records] == list(range(6))
-    assert list(records[0]["files"]) == ["frame", "third_party_camera_frames.top"]  # rgb only
+    assert list(records[0]["files"]) == ["frame", "third_party_camera_frames.0"]  # rgb only
 
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "frames").write_text("a file where the frames directory should be")
