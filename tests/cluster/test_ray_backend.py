@@ -42,7 +42,7 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def backend(cluster):
-    b = create_backend("ray", wait_timeout=3, max_restarts=1, start_timeout=60, step_timeout=60)
+    b = create_backend("ray", wait_timeout=2, max_restarts=1, start_timeout=60, step_timeout=60)
     yield b
     b.close()
 
@@ -67,12 +67,16 @@ def test_display_session_runs_on_the_display_node_and_frames_arrive_zero_copy(cl
 
 
 def test_session_beyond_capacity_fails_clearly_or_waits(backend):
+    # Two placed actors without players hold both display slots, exactly as two sessions would.
+    holders = [backend._actor_class(Resources(display=True)).remote({}) for _ in range(2)]
+    ray.get([h.placed.remote() for h in holders], timeout=60)
     backend_wait = create_backend("ray", wait_timeout=60, start_timeout=60)
-    first = backend.create_session(PLAYER, resources=Resources(display=True))
-    second = backend.create_session(PLAYER, resources=Resources(display=True))
     try:
-        with pytest.raises(CapacityError, match=r"no Ray node could take session .* 'display': 1"):
+        with pytest.raises(
+            CapacityError, match=r"no Ray node could take session .* display: needs 1, 0 free of 2"
+        ):
             backend.create_session(PLAYER, resources=Resources(display=True))
+        assert backend.sessions() == []
         waited = []
         waiter = threading.Thread(
             target=lambda: waited.append(
@@ -81,13 +85,13 @@ def test_session_beyond_capacity_fails_clearly_or_waits(backend):
         )
         waiter.start()
         waiter.join(1.0)
-        assert waiter.is_alive() and not waited  # pending: both display slots are held
-        first.stop()
+        assert waiter.is_alive() and not waited  # waiting: both display slots are held
+        ray.kill(holders[0])
         waiter.join(60)
         assert len(waited) == 1 and waited[0].step("Pass").frame.shape == (64, 64, 3)
     finally:
-        first.stop()
-        second.stop()
+        for h in holders:
+            ray.kill(h)
         backend_wait.close()
 
 

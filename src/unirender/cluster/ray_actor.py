@@ -29,7 +29,9 @@ def pack_event(event: Any) -> tuple:
     """``Event`` (or ``MultiAgentEvent``) -> plain data for Ray. Frames are made C-contiguous here so that Ray
     serialises them out-of-band: one copy into the object store, none on the driver, which gets read-only views
     of it."""
-    if hasattr(event, "events"):  # MultiAgentEvent
+    from unirender.protocol.event import MultiAgentEvent
+
+    if isinstance(event, MultiAgentEvent):
         return ("multi", event.active_agent_id, [pack_event(e) for e in event.events])
     frames = {name: np.ascontiguousarray(array) for name, array in event.frames().items()}
     options = {

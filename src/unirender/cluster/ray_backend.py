@@ -103,17 +103,19 @@ class RaySession(Session):
 
     # -- internals ---------------------------------------------------------------------------------------
     def _place_and_start(self) -> None:
-        """New actor: wait for placement (bounded by ``wait_timeout``), then for its player."""
+        """Wait for room (bounded by ``wait_timeout``), then for the actor and its player (``start_timeout``)."""
         ray = _ray()
         backend = self._backend
+        backend._wait_for_room(self)
         actor = backend._actor_class(self.resources).remote(self._kwargs)
         try:
             try:
-                placed = ray.get(actor.placed.remote(), timeout=backend.wait_timeout)
+                # Placement includes starting a Ray worker process (seconds on a busy node): start_timeout.
+                placed = ray.get(actor.placed.remote(), timeout=backend.start_timeout)
             except ray.exceptions.GetTimeoutError:
                 raise CapacityError(
-                    f"no Ray node could take session {self.id} within {backend.wait_timeout:g} s: it asks for "
-                    f"{backend.actor_options(self.resources)}; available now: {ray.available_resources()}"
+                    f"Ray did not place session {self.id} within {backend.start_timeout:g} s (another session "
+                    f"may have taken the room seen free): it asks for {backend.actor_options(self.resources)}"
                 ) from None
             placed, first = self._get(actor.start.remote(placed["incarnation"]), backend.start_timeout)
         except BaseException:
@@ -280,6 +282,38 @@ class RayBackend(SessionBackend):
         if custom:
             options["resources"] = custom
         return options
+
+    def _needs(self, resources: Resources) -> dict[str, float]:
+        options = self.actor_options(resources)
+        needs = dict(options.get("resources", {}))
+        if options.get("num_gpus"):
+            needs["GPU"] = options["num_gpus"]
+        return needs
+
+    def _wait_for_room(self, session: RaySession) -> None:
+        """Until the cluster has the session's resources free, up to ``wait_timeout``; else ``CapacityError``.
+
+        Checked on the cluster's resource view rather than by waiting on a pending actor, so that a slow worker
+        start is not mistaken for a full cluster (and a full cluster fails in ``wait_timeout``, not later)."""
+        ray = _ray()
+        needs = self._needs(session.resources)
+        if not needs:
+            return
+        deadline = time.monotonic() + self.wait_timeout
+        while True:
+            available = ray.available_resources()
+            short = {k: v for k, v in needs.items() if available.get(k, 0.0) + 1e-9 < v}
+            if not short:
+                return
+            if time.monotonic() >= deadline:
+                total = ray.cluster_resources()
+                detail = ", ".join(
+                    f"{k}: needs {v:g}, {available.get(k, 0.0):g} free of {total.get(k, 0.0):g}"
+                    for k, v in short.items()
+                )
+                waited = f" within {self.wait_timeout:g} s" if self.wait_timeout else ""
+                raise CapacityError(f"no Ray node could take session {session.id}{waited}: {detail}")
+            time.sleep(0.1)
 
     def _actor_class(self, resources: Resources) -> Any:
         return self._remote_class.options(**self.actor_options(resources))
