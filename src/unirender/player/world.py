@@ -251,7 +251,9 @@ class World:
             hits = self.blocking_at([[x, z]], ignore_agent=agent.agent_id)
             if hits:
                 return MoveResult(False, f"Teleport target ({x:.4f}, {z:.4f}) collides with {hits[0]}.", hits)
-        agent.position = np.array([x, float(position[1]), z])
+        agent.position = np.array(
+            [x, agent.position[1], z]
+        )  # on the floor: a given y is ignored, as physics would
         return MoveResult(True)
 
     def reachable_positions(self, agent: Agent, grid_size: float) -> list[dict[str, float]]:
