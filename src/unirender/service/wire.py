@@ -124,30 +124,34 @@ def _array_from(fmt: str, data: bytes, shape, dtype) -> np.ndarray:
     return arr
 
 
-def _map_arrays(doc, fn: Callable[[np.ndarray], object]):
-    """Copy of ``doc`` with every ndarray replaced by ``fn(array)``."""
-    if isinstance(doc, np.ndarray):
-        return fn(doc)
-    if isinstance(doc, dict):
-        return {k: _map_arrays(v, fn) for k, v in doc.items()}
-    if isinstance(doc, list | tuple):
-        return [_map_arrays(v, fn) for v in doc]
-    return doc
+def _map_arrays(doc: dict, fn: Callable[[np.ndarray], object]) -> dict:
+    """Copy of a document with every frame array replaced by ``fn(array)``.
+
+    Only the document's structure is walked (``frames`` of an event, ``events`` of a list): metadata can be
+    tens of KiB of nested dicts, and walking it cost more than sending the frames.
+    """
+    out = dict(doc)
+    if isinstance(doc.get("frames"), dict):
+        out["frames"] = {name: fn(a) if isinstance(a, np.ndarray) else a for name, a in doc["frames"].items()}
+    if isinstance(doc.get("events"), list):
+        out["events"] = [_map_arrays(e, fn) if isinstance(e, dict) else e for e in doc["events"]]
+    return out
 
 
 def _map_frame_dicts(doc, fn: Callable[[dict], np.ndarray]):
-    """Inverse walk: every dict under a ``frames`` key whose values are array descriptions -> arrays."""
-    if isinstance(doc, dict):
-        out = {}
-        for k, v in doc.items():
-            if k == "frames" and isinstance(v, dict):
-                out[k] = {name: fn(desc) for name, desc in v.items()}
-            else:
-                out[k] = _map_frame_dicts(v, fn)
-        return out
-    if isinstance(doc, list):
-        return [_map_frame_dicts(v, fn) for v in doc]
-    return doc
+    """Inverse of :func:`_map_arrays`: array descriptions under ``frames`` -> arrays."""
+    if not isinstance(doc, dict):
+        raise WireError("the response document must be an object")
+    out = dict(doc)
+    frames = doc.get("frames")
+    if isinstance(frames, dict):
+        try:
+            out["frames"] = {name: fn(desc) for name, desc in frames.items()}
+        except (KeyError, TypeError) as exc:
+            raise WireError(f"malformed frame description: {exc!r}") from None
+    if isinstance(doc.get("events"), list):
+        out["events"] = [_map_frame_dicts(e, fn) for e in doc["events"]]
+    return out
 
 
 def _json_default(value):
@@ -164,14 +168,9 @@ def _json_default(value):
 
 
 def encode_document(doc: dict, fmt: str) -> tuple[str, bytes | list[bytes]]:
-    """Encode a response document; returns (content type, body). Multipart bodies come as a list of chunks."""
+    """Encode a response document; returns (content type, body). Multipart bodies are a list of chunks."""
     if fmt == MSGPACK:
-
-        def raw(a: np.ndarray):
-            a = np.ascontiguousarray(a)
-            return {"shape": list(a.shape), "dtype": a.dtype.str, "data": memoryview(a).cast("B")}
-
-        return MSGPACK, msgpack.packb(_map_arrays(doc, raw), use_bin_type=True, default=_json_default)
+        return MSGPACK, _encode_msgpack(doc)
     if fmt == JSON:
 
         def b64(a: np.ndarray):
@@ -183,6 +182,69 @@ def encode_document(doc: dict, fmt: str) -> tuple[str, bytes | list[bytes]]:
     if fmt == MULTIPART:
         return _encode_multipart(doc)
     raise ValueError(f"unknown response format {fmt!r}")
+
+
+def _raw_frame(a: np.ndarray) -> tuple[dict, memoryview]:
+    """An array as (description, bytes) without copying when possible.
+
+    Player frames are bottom-up buffers viewed top-down (a negative row stride): their rows go out as stored,
+    with ``"flip": true``, and the client flips them back with a view, as the local Event does.
+    """
+    desc = {"shape": list(a.shape), "dtype": a.dtype.str}
+    if not a.flags.c_contiguous and a.ndim >= 2 and a.strides[0] < 0 and a[::-1].flags.c_contiguous:
+        a = a[::-1]
+        desc["flip"] = True
+    else:
+        a = np.ascontiguousarray(a)
+    return desc, memoryview(a).cast("B")
+
+
+def _encode_msgpack(doc: dict) -> bytes:
+    """msgpack, assembled from chunks so that each frame is copied once (into the joined body), never
+    flipped or made contiguous first. One ``bytes`` body: waitress compares and slices what it is given, which
+    costs milliseconds per MiB for a memoryview."""
+    chunks: list[bytes | memoryview] = []
+    pack = msgpack.Packer(use_bin_type=True, default=_json_default).pack
+
+    def emit(value) -> None:
+        if isinstance(value, dict) and ("frames" in value or "events" in value):
+            chunks.append(_map_header(len(value)))
+            for key, item in value.items():
+                chunks.append(pack(key))
+                if key == "frames" and isinstance(item, dict):
+                    chunks.append(_map_header(len(item)))
+                    for name, array in item.items():
+                        chunks.append(pack(name))
+                        if not isinstance(array, np.ndarray):
+                            chunks.append(pack(array))
+                            continue
+                        desc, data = _raw_frame(array)
+                        chunks.append(_map_header(len(desc) + 1))
+                        for k, v in desc.items():
+                            chunks.append(pack(k))
+                            chunks.append(pack(v))
+                        chunks.append(pack("data"))
+                        chunks.append(b"\xc6" + len(data).to_bytes(4, "big"))  # bin 32 header
+                        chunks.append(data)
+                elif key == "events" and isinstance(item, list):
+                    chunks.append(_array_header(len(item)))
+                    for event in item:
+                        emit(event)
+                else:
+                    chunks.append(pack(item))
+        else:
+            chunks.append(pack(value))
+
+    emit(doc)
+    return b"".join(chunks)
+
+
+def _map_header(n: int) -> bytes:
+    return bytes([0x80 | n]) if n < 16 else b"\xde" + n.to_bytes(2, "big")
+
+
+def _array_header(n: int) -> bytes:
+    return bytes([0x90 | n]) if n < 16 else b"\xdd" + n.to_bytes(4, "big")
 
 
 def _encode_multipart(doc: dict) -> tuple[str, list[bytes]]:
@@ -217,7 +279,12 @@ def decode_document(content_type: str | None, body: bytes) -> dict:
             doc = msgpack.unpackb(body, raw=False, strict_map_key=False)
         except Exception as exc:
             raise WireError(f"malformed msgpack response: {exc}") from None
-        return _map_frame_dicts(doc, lambda d: _array_from("raw", d["data"], d["shape"], d["dtype"]))
+
+        def load(d: dict) -> np.ndarray:
+            arr = _array_from("raw", d["data"], d["shape"], d["dtype"])
+            return arr[::-1] if d.get("flip") else arr
+
+        return _map_frame_dicts(doc, load)
     if mime == JSON:
         try:
             doc = json.loads(body)

@@ -1,0 +1,240 @@
+"""Render service benchmark: per-step latency over HTTP vs a local Controller, and aggregate throughput.
+
+    .venv/bin/python benchmarks/service.py [--steps 200] [--seconds 5] [--out benchmarks/results-service.md]
+
+1. Latency, measured side by side in one run (local and remote steps interleaved, same action, same size):
+   a local ``Controller`` and a session on a ``unirender serve`` process (msgpack, JSON+base64, multipart), at
+   300x300 with {rgb} and {rgb, depth, instance}. Target: msgpack adds <= 1.5 ms over local (p50).
+2. Throughput: 1, 2, 4, 8 concurrent sessions stepped from a separate load process (one thread and one
+   keep-alive connection per session). Checks: no errors, fair share (min/max steps per session), aggregate at
+   4 sessions >= the best single session.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+SIZE = 300
+ACTIONS = ["RotateRight", "RotateLeft"]  # alternate so every frame is rendered anew
+
+
+def percentile(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def start_server(tmp: Path, total_players: int) -> tuple[subprocess.Popen, str]:
+    config = tmp / "service.yaml"
+    config.write_text(json.dumps({
+        "port": 0, "data_root": str(tmp / "data"),
+        "limits": {"sessions_per_token": 16, "total_players": total_players, "steps_per_second": 100000},
+    }))
+    log = open(tmp / "serve.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "unirender.cli", "serve", "--config", str(config)],
+                            stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        match = re.search(r"serving on (http://\S+)", (tmp / "serve.log").read_text())
+        if match:
+            return proc, match.group(1)
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("server did not start:\n" + (tmp / "serve.log").read_text())
+
+
+def latency(url: str, modalities: list[str], steps: int) -> list[dict]:
+    from unirender.client import Client, RemoteSession
+    from unirender.controller import Controller
+    from unirender.spec import EnvironmentSpec, RenderSpec
+
+    env = EnvironmentSpec(width=SIZE, height=SIZE)
+    render = RenderSpec(modalities=modalities)
+    local = Controller(**env.controller_kwargs(render), scene="FloorPlan1")
+    client = Client(url, format="msgpack")
+    remote = client.session(env, render=render, scene="FloorPlan1")
+    views = {
+        "local Controller": None,
+        "HTTP msgpack": remote,
+        "HTTP JSON (base64 PNG/NPY)": RemoteSession(Client(url, format="json"), remote.info_at_start, modalities),
+        "HTTP multipart (PNG/NPY)": RemoteSession(Client(url, format="multipart"), remote.info_at_start),
+    }
+    times: dict[str, list[float]] = {name: [] for name in views}
+    try:
+        for i in range(steps + 10):  # 10 warm-up rounds
+            action = ACTIONS[i % 2]
+            for name, view in views.items():
+                started = time.perf_counter()
+                if view is None:
+                    event = local.step(action)
+                    event.frames()  # decode, as the remote side must before sending
+                else:
+                    view.step(action).frames()
+                if i >= 10:
+                    times[name].append((time.perf_counter() - started) * 1000)
+    finally:
+        remote.stop()
+        local.stop()
+    rows = []
+    base = statistics.median(times["local Controller"])
+    for name, values in times.items():
+        p50 = statistics.median(values)
+        rows.append({"path": name, "p50_ms": p50, "p90_ms": percentile(values, 0.9),
+                     "mean_ms": statistics.fmean(values), "over_local_ms": p50 - base})
+    return rows
+
+
+def load_process(url: str, sessions: int, seconds: float) -> dict:
+    """Runs in its own process: start ``sessions`` sessions, step each from its own thread for ``seconds``."""
+    from unirender.client import Client
+
+    client = Client(url)
+    remote = [None] * sessions
+
+    def open_session(i):
+        remote[i] = client.session({"width": SIZE, "height": SIZE}, scene="FloorPlan1")
+
+    openers = [threading.Thread(target=open_session, args=(i,)) for i in range(sessions)]
+    for t in openers:
+        t.start()
+    for t in openers:
+        t.join()
+    counts, errors = [0] * sessions, [0] * sessions
+    barrier = threading.Barrier(sessions + 1)
+    stop_at = [0.0]
+
+    def run(i):
+        barrier.wait()
+        n = 0
+        while time.perf_counter() < stop_at[0]:
+            try:
+                remote[i].step(ACTIONS[n % 2])
+                counts[i] += 1
+            except Exception:
+                errors[i] += 1
+            n += 1
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(sessions)]
+    for t in threads:
+        t.start()
+    stop_at[0] = time.perf_counter() + seconds + 0.0
+    barrier.wait()
+    started = time.perf_counter()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - started
+    for s in remote:
+        s.stop()
+    return {"sessions": sessions, "seconds": elapsed, "counts": counts, "errors": errors}
+
+
+def throughput(url: str, seconds: float) -> list[dict]:
+    rows = []
+    for n in (1, 2, 4, 8):
+        out = subprocess.run(
+            [sys.executable, __file__, "--load-process", url, str(n), str(seconds)],
+            capture_output=True, text=True, timeout=600,
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"load process failed:\n{out.stderr}")
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        counts = result["counts"]
+        rows.append({
+            "sessions": n,
+            "steps_per_s": sum(counts) / result["seconds"],
+            "per_session": [round(c / result["seconds"], 1) for c in counts],
+            "fairness": min(counts) / max(counts) if max(counts) else 0.0,
+            "errors": sum(result["errors"]),
+        })
+    return rows
+
+
+def write_report(path: Path, lat: dict[str, list[dict]], tput: list[dict], args) -> str:
+    lines = [
+        "# Render service benchmark (`benchmarks/service.py`)",
+        "",
+        f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on {platform.node()} "
+        f"({os.cpu_count()} CPUs, shared with other work; {platform.python_implementation()} "
+        f"{platform.python_version()}). Reference player, software GL (llvmpipe), {SIZE}x{SIZE}, FIFO transport, "
+        "server = `unirender serve` (waitress) on 127.0.0.1. Client and server on the same machine.",
+        "",
+        f"## Per-step latency, {args.steps} steps per path, interleaved (ms)",
+        "",
+        "Each round steps the local Controller and then the same session once per format, so all paths see the "
+        "same load. 'over local' = p50 of the path minus p50 of the local Controller.",
+        "",
+    ]
+    for label, rows in lat.items():
+        lines += [f"### {label}", "", "| path | p50 | p90 | mean | over local (p50) |", "|---|---|---|---|---|"]
+        for r in rows:
+            lines.append(f"| {r['path']} | {r['p50_ms']:.2f} | {r['p90_ms']:.2f} | {r['mean_ms']:.2f} | "
+                         f"{r['over_local_ms']:+.2f} |")
+        lines.append("")
+    msgpack_over = {label: next(r for r in rows if r["path"] == "HTTP msgpack")["over_local_ms"]
+                    for label, rows in lat.items()}
+    lines += ["Target: msgpack adds <= 1.5 ms over local: " + ", ".join(
+        f"{label}: {v:+.2f} ms ({'met' if v <= 1.5 else 'NOT met'})" for label, v in msgpack_over.items()), ""]
+    lines += [
+        f"## Aggregate throughput, {args.seconds:g} s per row, rgb {SIZE}x{SIZE}, msgpack",
+        "",
+        "A separate load process opens N sessions and steps each from its own thread on its own keep-alive "
+        "connection. fairness = min/max steps per session.",
+        "",
+        "| sessions | steps/s (all) | per session | fairness | errors |",
+        "|---|---|---|---|---|",
+    ]
+    for r in tput:
+        lines.append(f"| {r['sessions']} | {r['steps_per_s']:.1f} | {r['per_session']} | {r['fairness']:.2f} | "
+                     f"{r['errors']} |")
+    best_single = tput[0]["steps_per_s"]
+    four = next(r for r in tput if r["sessions"] == 4)["steps_per_s"]
+    lines += ["", f"Aggregate at 4 sessions / single session: {four / best_single:.2f}x "
+              f"({'met' if four >= best_single else 'NOT met'}: target >= 1.0x).", ""]
+    text = "\n".join(lines)
+    path.write_text(text)
+    return text
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--load-process":
+        url, n, seconds = sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+        print(json.dumps(load_process(url, n, seconds)))
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--out", default=str(Path(__file__).with_name("results-service.md")))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="unirender-bench-") as tmp:
+        proc, url = start_server(Path(tmp), total_players=10)
+        try:
+            lat = {
+                "{rgb}": latency(url, ["rgb"], args.steps),
+                "{rgb, depth, instance}": latency(url, ["rgb", "depth", "instance_segmentation"], args.steps),
+            }
+            tput = throughput(url, args.seconds)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    print(write_report(Path(args.out), lat, tput, args))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

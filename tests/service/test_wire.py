@@ -1,0 +1,69 @@
+"""The service's body formats round-trip exactly (property-based), and bad bodies raise WireError."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from unirender.service import wire
+
+DTYPES = st.sampled_from([np.uint8, np.float32, np.uint32, np.int16])
+SHAPES = st.sampled_from([(5, 7), (4, 6, 3), (3, 5, 4), (2, 4, 6, 3), (1, 1)])
+
+
+@st.composite
+def frame(draw):
+    a = draw(arrays(draw(DTYPES), draw(SHAPES)))
+    if a.ndim >= 2 and draw(st.booleans()):
+        a = a[::-1]  # top-down view of a bottom-up buffer, as player frames are
+    return a
+
+
+@settings(max_examples=40, deadline=None)
+@given(frames=st.dictionaries(st.sampled_from(["frame", "depth_frame", "x"]), frame(), max_size=3),
+       fmt=st.sampled_from(wire.FORMATS), many=st.booleans())
+def test_documents_round_trip_exactly(frames, fmt, many):
+    doc = {"metadata": {"agent": {"position": {"x": 1.5}}, "frames": "metadata keys are not frames"},
+           "frames": frames}
+    body_doc = {"events": [doc, doc]} if many else doc
+    content_type, body = wire.encode_document(body_doc, fmt)
+    if isinstance(body, list):
+        body = b"".join(body)
+    out = wire.decode_document(content_type, body)
+    for event in out["events"] if many else [out]:
+        assert event["metadata"] == doc["metadata"]
+        assert set(event["frames"]) == set(frames)
+        for name, array in frames.items():
+            got = event["frames"][name]
+            assert got.dtype == array.dtype and got.shape == array.shape
+            assert np.array_equal(got, array, equal_nan=array.dtype.kind == "f")
+
+
+@pytest.mark.parametrize(("content_type", "body"), [
+    ("application/x-msgpack", b"\xc1"),
+    ("application/json", b"{"),
+    ("multipart/mixed", b"--x\r\n"),
+    ('multipart/mixed; boundary="b"', b"--b\r\nContent-Type: text/plain\r\n\r\nhello\r\n--b--\r\n"),
+    ("text/html", b"<html>"),
+])
+def test_bad_response_bodies_raise_wire_error(content_type, body):
+    with pytest.raises(wire.WireError):
+        wire.decode_document(content_type, body)
+
+
+def test_request_bodies():
+    assert wire.decode_request_body(None, b'{"a": 1}') == {"a": 1}
+    assert wire.decode_request_body("application/x-msgpack", b"\x81\xa1a\x01") == {"a": 1}
+    assert wire.decode_request_body("application/json", b"") == {}
+    with pytest.raises(wire.UnsupportedMediaType):
+        wire.decode_request_body("text/plain", b"x")
+
+
+def test_negotiation():
+    assert wire.negotiate(None) == wire.JSON
+    assert wire.negotiate("application/x-msgpack, application/json;q=0.5") == wire.MSGPACK
+    assert wire.negotiate("multipart/*") == wire.MULTIPART
+    assert wire.negotiate("image/png") is None
