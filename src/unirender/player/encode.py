@@ -45,34 +45,46 @@ def encode_ids(instance: np.ndarray, lut: np.ndarray) -> bytes:
 
 
 def encode_normals(normals: np.ndarray) -> bytes:
-    """World-space unit normals as RGBA32: ``(n * 0.5 + 0.5) * 255``, A=255."""
+    """World-space unit normals as RGBA32: ``(n * 0.5 + 0.5) * 255`` rounded, A=255."""
     h, w = normals.shape[:2]
     out = np.empty((h, w, 4), dtype=np.uint8)
-    np.clip(np.rint(normals * 127.5 + 127.5), 0, 255, out=out[..., :3], casting="unsafe")
+    scaled = np.multiply(normals, np.float32(127.5), dtype=np.float32)
+    scaled += np.float32(128.0)  # + 127.5 + 0.5: the cast truncates, i.e. rounds to nearest
+    np.clip(scaled, 0.0, 255.0, out=scaled)
+    out[..., :3] = scaled
     out[..., 3] = 255
     return out.tobytes()
-
-
-def _hue_rgb(hue: np.ndarray) -> np.ndarray:
-    h6 = hue[..., None] * 6.0
-    return np.clip(
-        np.abs(h6 - np.array([3.0, 2.0, 4.0])) * np.array([1.0, -1.0, -1.0]) + np.array([-1.0, 2.0, 2.0]),
-        0,
-        1,
-    )
 
 
 def encode_flow(flow_px: np.ndarray, sensitivity: float = FLOW_SENSITIVITY) -> bytes:
     """Screen-space motion in pixels (H,W,2; x right, y up) -> Unity's HSV optical-flow RGBA32."""
     h, w = flow_px.shape[:2]
-    mx = flow_px[..., 0].astype(np.float64) / w
-    my = flow_px[..., 1].astype(np.float64) / h
-    hue = np.arctan2(-my, -mx) / (2 * np.pi) + 0.5
-    value = np.hypot(mx, my) * sensitivity
-    rgb = np.clip(_hue_rgb(hue) * value[..., None], 0.0, 1.0)
-    out = np.empty((h, w, 4), dtype=np.uint8)
-    out[..., :3] = np.rint(rgb * 255.0)
+    out = np.zeros((h, w, 4), dtype=np.uint8)
     out[..., 3] = 255
+    mx = np.multiply(flow_px[..., 0], np.float32(1.0 / w), dtype=np.float32)
+    my = np.multiply(flow_px[..., 1], np.float32(1.0 / h), dtype=np.float32)
+    scale = np.hypot(mx, my)  # value = |m| * sensitivity, then * 255 for 8-bit output
+    if not scale.any():
+        return out.tobytes()  # nothing moved (the common case in a static scene)
+    scale *= np.float32(sensitivity * 255.0)
+    h6 = np.arctan2(-my, -mx)  # hue * 6 = (angle / 2pi + 0.5) * 6
+    h6 *= np.float32(3.0 / np.pi)
+    h6 += np.float32(3.0)
+    tmp = np.empty_like(h6)
+    # Unity's Hue(): R = |6H-3|-1, G = 2-|6H-2|, B = 2-|6H-4|, each saturated; then * value, saturated again
+    for channel, (centre, negate, offset) in enumerate(
+        ((3.0, False, -1.0), (2.0, True, 2.0), (4.0, True, 2.0))
+    ):
+        np.subtract(h6, np.float32(centre), out=tmp)
+        np.abs(tmp, out=tmp)
+        if negate:
+            np.negative(tmp, out=tmp)
+        tmp += np.float32(offset)
+        np.clip(tmp, 0.0, 1.0, out=tmp)
+        tmp *= scale
+        np.clip(tmp, 0.0, 255.0, out=tmp)
+        np.rint(tmp, out=tmp)
+        out[..., channel] = tmp
     return out.tobytes()
 
 
