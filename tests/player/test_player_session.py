@@ -81,9 +81,11 @@ def test_payload_order_and_per_step_modalities(session):
     assert [n for n, _ in e.images] == [
         "image-thirdParty-camera",
         "image_thirdParty_depth",
+        "image_thirdParty_image_ids",  # Unity sends ids with either segmentation
         "image_thirdParty_classes",
         "image",
         "image_depth",
+        "image_ids",
         "image_classes",
     ]
     assert e.metadata["agents"][0]["colors"] is not None

@@ -173,6 +173,7 @@ class PlayerSession:
             or action.get("renderSemanticSegmentation") is True
             or action.get("renderClassImage") is True
         )
+        want_ids = want_ids or want_classes  # Unity sends image_ids with either segmentation (spec 2.4)
         want_normals = s.render_normals or action.get("renderNormalsImage") is True
         want_flow = s.render_flow or action.get("renderFlowImage") is True
         images: list[tuple[str, bytes]] = []
@@ -210,7 +211,7 @@ class PlayerSession:
                 near=s.near,
                 visibility_distance=s.visibility_distance,
                 images_sent=render,
-                colors_sent=render and (want_ids or want_classes),
+                colors_sent=render and want_ids,
                 current_time=now,
             )
             for agent in self.world.agents
