@@ -37,6 +37,15 @@ if TYPE_CHECKING:
     from unirender.protocol.event import Event
 
 
+# Ray system config that sends frames (up to 8 MiB per reply) inline in the actor's reply instead of through the
+# object store: fewer round trips per step (measured in benchmarks/results-scale.md). Cluster-wide: give it to the
+# head (``ray start --head --system-config='...'`` or ``_system_config=`` of ``ray.init``/``Cluster``).
+INLINE_FRAMES_SYSTEM_CONFIG = {
+    "max_direct_call_object_size": 8 * 2**20,
+    "task_rpc_inlined_bytes_limit": 64 * 2**20,
+}
+
+
 def _ray():
     import ray
 
