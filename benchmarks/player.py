@@ -83,7 +83,9 @@ def run_config(backend: str, server: str, size: int, init: dict, steps: int, log
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--steps", type=int, default=200, help="timed steps at 300x300 rgb (others scale down)")
+    parser.add_argument(
+        "--steps", type=int, default=200, help="timed steps at 300x300 rgb (others scale down)"
+    )
     parser.add_argument("--backends", default="egl,glx,vulkan")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results-player.md"))
     args = parser.parse_args(argv)
@@ -109,7 +111,7 @@ def main(argv=None) -> int:
         "",
         f"`benchmarks/player.py` on {pyplatform.node()} ({os.cpu_count()} CPUs, load average "
         f"{load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f} at the end), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
-        f"Scene {SCENE}; every step is `Controller.step(\"RotateRight\", degrees=5)` (a new frame each step), "
+        f'Scene {SCENE}; every step is `Controller.step("RotateRight", degrees=5)` (a new frame each step), '
         "FIFO unless noted. 'first frame' = transport start + player spawn + rendered hello event. Peak RSS = the "
         "player's VmHWM.",
         "",

@@ -27,7 +27,9 @@ def renderer_check(backend: str, device_index, frames: int) -> tuple[bool, str, 
     r = create_renderer(backend, 1024, 1024, device_index)
     try:
         info = r.info
-        r.set_scene({"box": mesh.box()}, [Instance("box", trs((0, 0, 3), (20, 30, 0)), (0.8, 0.2, 0.2), 1)], [Light()])
+        r.set_scene(
+            {"box": mesh.box()}, [Instance("box", trs((0, 0, 3), (20, 30, 0)), (0.8, 0.2, 0.2), 1)], [Light()]
+        )
         cam = Camera((0, 0, 0), (0, 0, 0), 60.0, 0.1, 20.0)
         r.render(cam, {"rgb"})
         start = time.perf_counter()
@@ -35,7 +37,11 @@ def renderer_check(backend: str, device_index, frames: int) -> tuple[bool, str, 
             out = r.render(Camera((0, 0, 0), (0, i % 7, 0), 60.0, 0.1, 20.0), {"rgb", "depth"})
         fps = frames / (time.perf_counter() - start)
         assert out["rgb"].shape[:2] == (1024, 1024) and out["rgb"].max() > 0
-        return (not info.software and "llvmpipe" not in info.renderer.lower()), f"{info.renderer} ({info.vendor})", fps
+        return (
+            (not info.software and "llvmpipe" not in info.renderer.lower()),
+            f"{info.renderer} ({info.vendor})",
+            fps,
+        )
     finally:
         r.close()
 

@@ -37,7 +37,7 @@ GLOBAL_KEYS = {
     "visibilityDistance",
 }  # fmt: skip
 HORIZON_MIN, HORIZON_MAX = -30.0, 60.0  # AI2-THOR's default look limits (up 30, down 60)
-MAX_RESOLUTION = 8192
+MAX_RESOLUTION = 4096  # per side; Unity allows more, but one 4096^2 frame of every modality is ~0.5 GB
 
 
 class ActionFailure(Exception):

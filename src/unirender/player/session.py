@@ -115,9 +115,9 @@ class PlayerSession:
         self._previous_cameras = {k: v for k, v in self._previous_cameras.items() if k[0] == "camera"}
 
     def resize(self, width: int, height: int) -> None:
-        self.width, self.height = width, height
         if self.renderer is not None:
-            self.renderer.resize(width, height)
+            self.renderer.resize(width, height)  # first: if it fails, the old size stays consistent
+        self.width, self.height = width, height
         self._previous_cameras.clear()
 
     # --- emissions --------------------------------------------------------------------------------------------
