@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _BUFFER_OVERFLOW = 64 * 1024 * 1024  # 1024x1024 rgb+depth+ids is ~11 MiB; 4 such payloads stay in memory
-_RECV_BYTES = 256 * 1024  # waitress reads 8 KiB per call by default: 1,400 loop turns for one 11 MiB frame
+_RECV_BYTES = 1024 * 1024  # waitress reads 8 KiB per call by default: 1,400 loop turns for one 11 MiB frame
 _IDLE_CHANNEL_TIMEOUT_S = 24 * 3600  # a Unity socket idles between episodes; waitress only closes idle ones
 
 
