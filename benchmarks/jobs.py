@@ -95,9 +95,10 @@ def main(argv: list[str] | None = None) -> int:
         "--rounds", type=int, default=3, help="repeat the side-by-side set; best of each kept"
     )
     parser.add_argument("--md", type=Path, default=None, help="also write the table to this Markdown file")
+    parser.add_argument("--dir", default=None, help="where the datasets go (default: the system temp dir)")
     args = parser.parse_args(argv)
 
-    tmp = Path(tempfile.mkdtemp(prefix="unirender-bench-jobs-"))
+    tmp = Path(tempfile.mkdtemp(prefix="unirender-bench-jobs-", dir=args.dir))
     try:
         docs = {
             fmt: job_spec(
@@ -127,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         f"jobs benchmark: {args.size}x{args.size}, all 6 modalities, {args.episodes} episodes x "
         f"{args.frames_per_episode} frames, EGL reference player, {os.cpu_count()} CPUs, best of {args.rounds} "
-        f"rounds; load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after",
+        f"rounds; written to {tmp.parent}; load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after",
         "",
         "| run | frames | wall s | frames/s (wall) | frames/s (after 1st frame) | worker step s | worker blocked "
         "on writing s | write-behind busy s | outside rendering | MB |",

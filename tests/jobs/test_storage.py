@@ -271,3 +271,19 @@ def test_write_behind_writes_in_order_and_reports_errors(tmp_path):
             behind.add(i, FramesOnly(i))
         behind.finish()
     behind.discard()
+
+
+def test_npz_shards_keep_any_array_exactly(tmp_path):
+    arrays = {
+        "flipped": np.flip(np.arange(24, dtype=np.float32).reshape(2, 3, 4), 0),
+        "scalar": np.array(3.5, dtype=np.float32),
+        "empty": np.zeros((0, 3)),
+        "ids": np.arange(6, dtype=np.uint32).reshape(2, 3).T,
+    }
+    writer = open_episode_writer(tmp_path, "u", OutputSpec(format="npz"), "Meters")
+    writer.add(0, arrays, {})
+    record = writer.finish()[0]
+    with np.load(tmp_path / record["location"]) as npz:
+        for key, array in arrays.items():
+            got = npz[record["files"][key]]
+            assert got.dtype == array.dtype and got.shape == array.shape and np.array_equal(got, array), key

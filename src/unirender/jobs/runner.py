@@ -239,7 +239,8 @@ class JobRunner:
                 done=self._frames_done,
                 workers=n,
             )
-            with _software_threads(n, software):
+            # Only players this process launches itself inherit the setting (not a backend's).
+            with _software_threads(n, software and resolution is not None):
                 threads = [
                     threading.Thread(target=self._worker, args=(w, kwargs), name=f"unirender-render-{w}")
                     for w in range(n)

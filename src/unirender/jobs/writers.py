@@ -158,8 +158,12 @@ class NpzEpisodeWriter(_ShardedEpisodeWriter):
             info = zipfile.ZipInfo(name + ".npy", date_time=_FIXED_ZIP_TIME)
             info.compress_type = self._zip.compression
             info.external_attr = 0o644 << 16
+            # One contiguous copy, written as a buffer (write_array would copy twice for the flipped views).
+            data = np.asarray(array)
+            data = data if data.flags.c_contiguous else data.copy(order="C")  # keeps 0-d arrays 0-d
             with self._zip.open(info, "w", force_zip64=True) as member:
-                np.lib.format.write_array(member, np.asarray(array), allow_pickle=False)
+                np.lib.format.write_array_header_1_0(member, np.lib.format.header_data_from_array_1_0(data))
+                member.write(memoryview(data.reshape(-1).view(np.uint8)))
             files[key] = name
         return files
 
