@@ -337,3 +337,18 @@ def test_bad_arguments_fail_before_launching(fake_player_exe, tmp_path):  # noqa
         Controller(fake_player_exe, server="carrier-pigeon", log_dir=tmp_path)
     with pytest.raises(FileNotFoundError):
         Controller(str(tmp_path / "missing"), log_dir=tmp_path)
+
+
+@pytest.mark.parametrize("server", ["fifo", "wsgi"])
+def test_builtin_reference_player_launch(server, tmp_path):
+    """``executable="builtin"``: ``python -m unirender.player`` with the back-end of the resolved platform."""
+    with Controller("builtin", width=64, height=48, server=server, log_dir=tmp_path, renderDepthImage=True) as c:
+        pid = c.process.pid
+        cmdline = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[:-1]
+        environ = dict(e.split(b"=", 1) for e in open(f"/proc/{pid}/environ", "rb").read().split(b"\0") if e)
+        assert [a.decode() for a in cmdline[1:]] == ["-m", "unirender.player", *c.unity_args()]
+        assert environ[b"UNIRENDER_PLAYER_BACKEND"].decode() == c.resolution.backend
+        assert environ[b"AI2THOR_SERVER_TYPE"].decode() == c.server_type
+        event = c.step("RotateRight")
+        assert event.frame.shape == (48, 64, 3) and event.depth_frame.shape == (48, 64)
+        assert event.metadata["agent"]["rotation"]["y"] == pytest.approx(90.0)
