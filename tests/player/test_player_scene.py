@@ -143,3 +143,38 @@ def test_file_mesh_and_texture_resolve_relative_to_the_scene(tmp_path):
     world = World(scene)
     obj = world.by_id[thing.object_id]
     assert tuple(obj.lo) == pytest.approx((0, 0, 0)) and tuple(obj.hi) == pytest.approx((1, 2, 1))
+
+
+def test_gltf_mesh_bounds(tmp_path):
+    import trimesh
+
+    trimesh.creation.box(extents=(0.4, 1.0, 0.2)).export(tmp_path / "crate.glb")
+    data = dict(
+        MINIMAL, objects=[{"objectType": "Crate", "mesh": {"file": "crate.glb"}, "position": [0, 0.5, 0]}]
+    )
+    world = World(parse_scene(data, base_dir=tmp_path))
+    crate = [o for o in world.objects if o.spec.object_type == "Crate"][0]
+    assert tuple(crate.hi - crate.lo) == pytest.approx((0.4, 1.0, 0.2))
+
+
+def test_rooms_joined_by_a_door_are_both_reachable():
+    world = World(find_scene("FloorPlan301_physics"))
+    positions = world.reachable_positions(world.agents[0], 0.25)
+    bedroom = [p for p in positions if p["x"] < 2.4]
+    bathroom = [p for p in positions if p["x"] > 2.6]
+    assert bedroom and bathroom  # the agent starts in the bedroom and reaches the bathroom through the door
+    door = [p for p in positions if 2.4 <= p["x"] <= 2.6]
+    assert door and all(-1.5 < p["z"] < -0.5 for p in door)  # only through the 1 m opening
+
+
+def test_scene_check_command(tmp_path, capsys):
+    from unirender.player.scene import main
+
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(MINIMAL))
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"rooms": [{"size": [0, 3]}]}))
+    assert main([str(good)]) == 0
+    assert "ok: scene 'good', 1 room(s), 1 objects" in capsys.readouterr().out
+    assert main([str(good), str(bad)]) == 1
+    assert "rooms[0].size[0]: must be > 0" in capsys.readouterr().out

@@ -563,3 +563,29 @@ def find_scene(name: str) -> SceneSpec:
         f"unknown scene {name!r}: not a built-in scene ({', '.join(builtin_scene_names())}) "
         "and not a path to a .yaml/.yml/.json scene file"
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m unirender.player.scene FILE...``: validate scene files, print what is wrong."""
+    import sys
+
+    paths = sys.argv[1:] if argv is None else argv
+    if not paths:
+        print("usage: python -m unirender.player.scene SCENE.yaml [...]", file=sys.stderr)
+        return 2
+    status = 0
+    for path in paths:
+        try:
+            spec = load_scene_file(path)
+        except SceneError as exc:
+            print(f"{path}: {exc}")
+            status = 1
+            continue
+        furniture = sum(not o.structural for o in spec.objects)
+        print(f"{path}: ok: scene {spec.name!r}, {len(spec.floors)} room(s), {furniture} objects, "
+              f"{len(spec.lights)} light(s), {len(spec.agents)} agent start pose(s)")  # fmt: skip
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -204,7 +204,7 @@ class World:
         return start + (end - start) * t
 
     def _spawn_agent(self, index: int) -> Agent:
-        """Start pose ``index`` of the scene; extra agents take the free grid spot nearest the first pose."""
+        """Start pose ``index`` of the scene; extra agents (or a blocked pose) take the nearest free grid spot."""
         poses = self.scene.agents
         base = poses[index % len(poses)]
         pos = np.array(base.position, float)
