@@ -101,6 +101,26 @@ def test_wsgi_session_serves_its_player_on_the_service_port(alice, local):
             assert_same_event(session.step(action), local.step(action))
 
 
+def test_player_and_client_tokens_do_not_cross(service, alice):
+    """The token a WSGI player got (read from its own environment) opens nothing on /v1; a client token
+    posted to /train as a player would is refused."""
+    from unirender.protocol.unity import encode_wsgi_emission
+
+    with alice.session({"width": 32, "height": 32, "transport": "wsgi"}) as session:
+        with open(f"/proc/{session.info()['pid']}/environ", "rb") as f:
+            env = dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
+        player_token = env[b"AI2THOR_CLIENT_TOKEN"].decode()
+        assert env[b"AI2THOR_PORT"].decode() == service.url.rsplit(":", 1)[1]  # players use the service's port
+        resp = requests.get(service.url + "/v1/sessions", headers={"Authorization": f"Bearer {player_token}"},
+                            timeout=10)
+        assert resp.status_code == 401 and resp.json()["error"]["code"] == "invalid_token"
+        content_type, body = encode_wsgi_emission({"agents": [], "sequenceId": 1}, [], ALICE)
+        resp = requests.post(service.url + "/train", data=body, headers={"Content-Type": content_type},
+                             timeout=10)
+        assert resp.status_code == 403
+        assert session.step("Pass").metadata["lastActionSuccess"]  # the real player is unaffected
+
+
 def test_other_tokens_cannot_see_a_session(service, bob, fifo_session):
     for method, path in [("GET", ""), ("DELETE", ""), ("POST", "/step"), ("POST", "/reset")]:
         with pytest.raises(ServiceError) as info:
