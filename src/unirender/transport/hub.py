@@ -31,7 +31,7 @@ _RECV_BYTES = 1024 * 1024  # waitress reads 8 KiB per call by default: 1,400 loo
 _IDLE_CHANNEL_TIMEOUT_S = 24 * 3600  # a Unity socket idles between episodes; waitress only closes idle ones
 
 
-def _quick_ack_channel_class():
+def quick_ack_channel_class():
     """waitress's channel, ACKing every read at once.
 
     Unity sends the request head and the body in two ``Send`` calls on a socket without ``NoDelay``: Nagle holds
@@ -52,6 +52,18 @@ def _quick_ack_channel_class():
                     pass
 
     return QuickAckChannel
+
+
+def waitress_options(max_players: int) -> dict:
+    """waitress settings for serving Unity players (also for a service that mounts ``hub.wsgi_app``): a thread
+    per blocked ``/train`` plus spare, multi-MiB frames kept in memory, idle sockets kept open."""
+    return {
+        "threads": 2 * max_players + 4,
+        "outbuf_overflow": _BUFFER_OVERFLOW,
+        "inbuf_overflow": _BUFFER_OVERFLOW,
+        "channel_timeout": _IDLE_CHANNEL_TIMEOUT_S,
+        "recv_bytes": _RECV_BYTES,
+    }
 
 
 def _plain(start_response, status: str, text: str) -> list[bytes]:
@@ -99,19 +111,9 @@ class PlayerHub:
             return self
         from waitress import create_server
 
-        self._server = create_server(
-            self.wsgi_app,
-            host=self.host,
-            port=self.port,
-            threads=2 * self.max_players + 4,
-            outbuf_overflow=_BUFFER_OVERFLOW,
-            inbuf_overflow=_BUFFER_OVERFLOW,
-            channel_timeout=_IDLE_CHANNEL_TIMEOUT_S,
-            recv_bytes=_RECV_BYTES,
-            ident="unirender",
-            expose_tracebacks=False,
-        )
-        self._server.channel_class = _quick_ack_channel_class()
+        self._server = create_server(self.wsgi_app, host=self.host, port=self.port, ident="unirender",
+                                     expose_tracebacks=False, **waitress_options(self.max_players))  # fmt: skip
+        self._server.channel_class = quick_ack_channel_class()
         self._thread = threading.Thread(
             target=self._serve, args=(self._server,), name="unirender-player-hub", daemon=True
         )
