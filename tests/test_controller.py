@@ -287,7 +287,7 @@ def test_restart_then_continue_when_the_crash_does_not_repeat(make):
 @pytest.mark.parametrize("server", ["fifo", "wsgi"])
 def test_never_connecting_player_times_out_naming_executable_transport_and_log(make, server, fake_player_exe):  # noqa: F811
     with pytest.raises(PlayerTimeoutError) as info:
-        make(server, misbehave="never-connect", server_start_timeout=1.0)
+        make(server, misbehave="never-connect", server_start_timeout=2.0)
     message = str(info.value)
     assert fake_player_exe in message and server.upper() in message and "did not connect" in message
     assert "never connecting" in info.value.log_tail
