@@ -307,7 +307,7 @@ class ServiceApp:
 
     # -- platforms ---------------------------------------------------------------------------------------
     def ep_platforms(self, request, owner):
-        """``unirender doctor`` as JSON for ``?width=&height=`` (no Xvfb is started unless ``?xvfb=1``)."""
+        """``unirender doctor --no-start`` as JSON for ``?width=&height=`` (a client cannot make it start Xvfb)."""
         from unirender.platforms.doctor import build_report
 
         try:
@@ -318,7 +318,7 @@ class ServiceApp:
         if width < 1 or height < 1 or width * height > self.config.limits.pixels:
             raise ApiError(400, "invalid_parameter", f"width x height must be positive and at most "
                            f"{self.config.limits.pixels} pixels")
-        report = build_report(width, height, None, start_xvfb=request.args.get("xvfb") in ("1", "true"))
+        report = build_report(width, height, None, start_xvfb=False)
         return self._json(report)
 
     # -- sessions ----------------------------------------------------------------------------------------

@@ -124,8 +124,7 @@ def openapi_document(config=None) -> dict:
                                                                "content": {"text/plain": {"schema": {}}}}},
                                 public=True)},
         "/v1/platforms": {"get": _op("the platform doctor report of this host", {"200": _json(obj)},
-                                     params=[_int_query("width"), _int_query("height"),
-                                             {"name": "xvfb", "in": "query", "schema": {"type": "string"}}])},
+                                     params=[_int_query("width"), _int_query("height")])},
         "/v1/sessions": {
             "get": _op("your sessions", {"200": _json(obj)}),
             "post": _op("start a player for an environment spec", {"201": _json(obj, "created")},

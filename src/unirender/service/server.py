@@ -5,9 +5,9 @@ players, a thread pool so a player's long poll never blocks a client, and no req
 
 - ``threads = 2 x total_players + 8``: each WSGI player holds a thread in its long poll while its client's step
   holds another; the rest serve the API.
-- ``outbuf_overflow = 16 MiB``: the default 1 MiB spills large frames to a temp file (3x slower).
-- ``channel_timeout = 1 day``: a player's keep-alive connection is idle between episodes; waitress must not
-  close it (Unity never reconnects).
+- buffers, receive size and ``channel_timeout`` from ``transport.hub.waitress_options``: frames stay in memory
+  (the default 1 MiB ``outbuf_overflow`` spills them to a temp file, 3x slower), and a player's idle keep-alive
+  connection is never closed (Unity never reconnects).
 - ``max_request_body_size``: the player limit (raw frames); client bodies have their own, smaller limit.
 
 Shutdown (SIGTERM): stop accepting, fail in-flight steps cleanly by stopping every player (clients get a JSON
@@ -26,35 +26,25 @@ from waitress.server import create_server
 
 from unirender.service.app import ServiceApp, create_app, make_player_hub
 from unirender.service.config import ServiceConfig
+from unirender.transport.hub import quick_ack_channel_class
 
 log = logging.getLogger(__name__)
 
-IDLE_PLAYER_CONNECTION_S = 86400
-
-
 def waitress_settings(config: ServiceConfig) -> dict:
-    return {
-        "threads": config.wsgi_threads,
-        "outbuf_overflow": 16 * 2**20,
-        "channel_timeout": IDLE_PLAYER_CONNECTION_S,
-        "max_request_body_size": max(config.player_body_bytes, config.limits.body_bytes),
-        "inbuf_overflow": 64 * 2**20,  # a player's 1024^2 rgb+depth+ids frame (~11 MiB) stays in memory
-        "recv_bytes": 256 * 1024,  # 8 KiB reads cost ~1,400 loop turns per such frame
-        "connection_limit": max(100, 4 * config.wsgi_threads),
-        "asyncore_use_poll": True,
-        "expose_tracebacks": False,
-        "ident": "unirender",
-        "clear_untrusted_proxy_headers": True,
-    }
+    """The transport's settings for serving players (buffers, idle timeout), plus the API's threads and limits."""
+    from unirender.transport.hub import waitress_options
 
-
-def _player_channel_class():
-    """The hub's channel class (ACKs each read at once: Unity's split head/body send meets Nagle otherwise)."""
-    try:
-        from unirender.transport.hub import _quick_ack_channel_class
-    except ImportError:  # pragma: no cover
-        return None
-    return _quick_ack_channel_class()
+    settings = waitress_options(config.limits.total_players)
+    settings.update(
+        threads=config.wsgi_threads,
+        max_request_body_size=max(config.player_body_bytes, config.limits.body_bytes),
+        connection_limit=max(100, 4 * config.wsgi_threads),
+        asyncore_use_poll=True,
+        expose_tracebacks=False,
+        ident="unirender",
+        clear_untrusted_proxy_headers=True,
+    )
+    return settings
 
 
 class Server:
@@ -64,9 +54,8 @@ class Server:
         self.config = config
         self.app: ServiceApp = create_app(config, backend=backend, player_hub=False, start=False)
         self.waitress = create_server(self.app, host=config.host, port=config.port, **waitress_settings(config))
-        channel_class = _player_channel_class()
-        if channel_class is not None:
-            self.waitress.channel_class = channel_class
+        # Unity sends head and body in two writes: ACK each read at once or every step waits ~40 ms.
+        self.waitress.channel_class = quick_ack_channel_class()
         self.host, self.port = self.waitress.getsockname()[:2]
         # Players connect to this very port (the app mounts the hub at /train): one port for everyone.
         self.app.hub = make_player_hub(self.host, self.port, config)
