@@ -60,6 +60,9 @@ class SessionActor:
         self.incarnation = uuid.uuid4().hex
 
     # -- cheap, no player needed --------------------------------------------------------------------------
+    def ping(self) -> None:
+        """An empty call: the floor of any per-step cost through Ray (measured by benchmarks/scale.py)."""
+
     def placed(self) -> dict:
         import ray
 

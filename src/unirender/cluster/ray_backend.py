@@ -238,7 +238,8 @@ class RayBackend(SessionBackend):
     """Sessions as Ray actors.
 
     ``address``: the cluster to join (``"auto"``, ``"HOST:6379"``); ``None`` joins the Ray instance this process
-    already initialised or starts a local one (``init_options`` go to ``ray.init``). ``max_restarts``: how often Ray
+    already initialised or starts a local one (``init_options`` go to ``ray.init``; a local one started here
+    sends frames inline, ``INLINE_FRAMES_SYSTEM_CONFIG``). ``max_restarts``: how often Ray
     restarts a session's actor after it or its node dies. ``wait_timeout``: seconds a session may wait to be
     placed. ``display_resource`` / ``cpu_resource``: names of the custom resources asked for ``Resources.display``
     and ``Resources.cpu`` (``cpu_resource=None``: CPU share not counted).
@@ -265,7 +266,12 @@ class RayBackend(SessionBackend):
         ray = _ray()
         self._owns_ray = False
         if not ray.is_initialized():
-            options = {"include_dashboard": False, "log_to_driver": False, **(init_options or {})}
+            options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
+            if (
+                address is None
+            ):  # our own local instance: frames inline (faster here, see the constant's note)
+                options["_system_config"] = INLINE_FRAMES_SYSTEM_CONFIG
+            options.update(init_options or {})
             ray.init(address=address, **options)
             self._owns_ray = True
         self.max_restarts = max_restarts
