@@ -287,3 +287,20 @@ def test_npz_shards_keep_any_array_exactly(tmp_path):
         for key, array in arrays.items():
             got = npz[record["files"][key]]
             assert got.dtype == array.dtype and got.shape == array.shape and np.array_equal(got, array), key
+
+
+def test_missing_modalities_are_named():
+    from unirender.jobs.episodes import missing_modalities
+
+    doc = {
+        "episodes": [{"scene": "s", "actions": ["Pass"]}],
+        "render": {"modalities": ["rgb", "depth", "normals"], "cameras": [{"name": "a", "position": {}}]},
+    }
+    render = load_spec(doc).render
+    event = FramesOnly(0)  # frame, depth, normals, one camera's rgb only
+    assert missing_modalities(event, render) == ["depth (cameras)", "normals (cameras)"]
+    doc["render"]["cameras"] = []
+    assert missing_modalities(event, load_spec(doc).render) == []
+    doc["render"]["modalities"].append("flow")
+    doc["render"]["flow_policy"] = "previous_step"
+    assert missing_modalities(event, load_spec(doc).render) == ["flow"]

@@ -167,3 +167,15 @@ def group_camera_frames(frames: dict[str, np.ndarray]) -> dict[str, np.ndarray |
         else:
             out[key] = array
     return out
+
+
+def missing_modalities(event, render: RenderSpec) -> list[str]:
+    """Requested images the player did not send (a build that ignores a render flag): ``["normals",
+    "depth (cameras)"]``. Checked on a unit's first frame, so a dataset never silently lacks a modality."""
+    frames = event.frames()
+    agent = {modality_of(k) for k in frames if not k.startswith("third_party_")}
+    cameras = {modality_of(k): len(v) for k, v in frames.items() if k.startswith("third_party_")}
+    missing = [m for m in render.modalities if m not in agent]
+    if render.cameras:
+        missing += [f"{m} (cameras)" for m in render.modalities if cameras.get(m, 0) < len(render.cameras)]
+    return missing

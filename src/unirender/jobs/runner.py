@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from unirender.errors import PlayerCrashedError, PlayerTimeoutError, RestartError
-from unirender.jobs.episodes import WorkUnit, expand_units, run_unit
+from unirender.jobs.episodes import EpisodeFailed, WorkUnit, expand_units, missing_modalities, run_unit
 from unirender.jobs.manifest import build_manifest, write_manifest, write_metadata
 from unirender.jobs.plan import auto_workers, resolve_platform
 from unirender.jobs.progress import Reporter
@@ -351,6 +351,12 @@ class JobRunner:
                 t1 = time.perf_counter()
                 if written == 0:
                     self._note_player(player, event)
+                    missing = missing_modalities(event, render)
+                    if missing:
+                        raise EpisodeFailed(
+                            f"the player did not produce {', '.join(missing)} (asked for through Initialize "
+                            f"{sorted(k for k, v in render.initialize_params().items() if v)})"
+                        )
                 writer.add(written, event)
                 step_s += t1 - t0
                 wait_s += time.perf_counter() - t1
