@@ -242,3 +242,19 @@ def test_platforms_report(client):
     assert any(row["status"] == "usable" for row in report["platforms"])
     resp = client.get("/v1/platforms?width=100000&height=100000", headers=AUTH_A)
     assert error_of(resp, 400)["code"] == "invalid_parameter"
+
+
+def test_player_routes_without_a_hub_are_json_404(tmp_path):
+    app = create_app(ServiceConfig(data_root=tmp_path, port=0), start=False)  # port 0: no hub yet
+    try:
+        resp = Client(app).post("/train", data=b"x")
+        assert error_of(resp, 404)["code"] == "not_found"
+    finally:
+        app.shutdown(timeout=5)
+
+
+def test_player_routes_reach_the_hub(client):
+    assert client.get("/ping").get_data() == b"pong"
+    resp = client.post("/train", data=b"metadata=%7B%7D&token=nobody",
+                       headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert resp.status_code == 403  # unknown player token: the hub refuses it

@@ -172,7 +172,9 @@ class ServiceApp:
         path = environ.get("PATH_INFO", "")
         if path in PLAYER_PATHS:
             if self.hub is None:
-                return ApiError(404, "not_found", "this service has no player hub")(environ, start_response)
+                return ApiError(404, "not_found", "this service has no player hub").response()(
+                    environ, start_response
+                )
             return self.hub.wsgi_app(environ, start_response)
         with self._in_flight_cv:
             self._in_flight += 1
