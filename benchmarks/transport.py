@@ -51,7 +51,7 @@ METADATA_BYTES = 2500  # about what the fake's metadata weighs per step (msgpack
 def steps_for(width: int, quick: bool) -> tuple[int, int]:
     """(warm-up, measured) steps."""
     if width >= 1024:
-        return (3, 15) if quick else (10, 80)
+        return (3, 15) if quick else (5, 40)
     return (10, 60) if quick else (30, 400)
 
 
@@ -116,10 +116,7 @@ def bench_unirender(exe: str, server: str, width: int, height: int, params: dict
         t0 = time.perf_counter()
         _ = event.frame
         decode_ms = (time.perf_counter() - t0) * 1e3
-    result = summary(totals)
-    result["controller_overhead_ms"] = statistics.median(overheads) * 1e3
-    result["frame_decode_ms"] = decode_ms
-    return result
+    return {"samples": totals, "overheads": overheads, "decode_ms": [decode_ms]}
 
 
 # -- AI2-THOR 5.0.0 -----------------------------------------------------------------------------------------------
@@ -190,7 +187,7 @@ def bench_ai2thor(python: Path, exe: str, server: str, width: int, height: int, 
                          timeout=600, cwd=log_dir)  # fmt: skip
     if out.returncode != 0:
         raise RuntimeError(f"AI2-THOR {server} run failed:\n{out.stderr[-3000:]}")
-    return summary(json.loads(out.stdout.strip().splitlines()[-1]))
+    return {"samples": json.loads(out.stdout.strip().splitlines()[-1])}
 
 
 # -- null floor ---------------------------------------------------------------------------------------------------
@@ -334,10 +331,18 @@ def bench_null(kind: str, nbytes: int, width: int, quick: bool, player: tuple | 
         for close in closers:
             close()
         child.terminate(1.0)
-    return summary(times)
+    return {"samples": times}
 
 
 # -- report -------------------------------------------------------------------------------------------------------
+def pooled(runs: list[dict]) -> dict:
+    """Samples of every round pooled: load that drifts during the run hits every system alike."""
+    result = summary([t for r in runs for t in r["samples"]])
+    if "overheads" in runs[0]:
+        result["controller_overhead_ms"] = statistics.median([t for r in runs for t in r["overheads"]]) * 1e3
+    return result
+
+
 def run(args) -> str:
     with tempfile.TemporaryDirectory(prefix="unirender-bench-") as tmp:
         exe = write_fake_player_executable(tmp)
@@ -346,12 +351,20 @@ def run(args) -> str:
         for label, width, height, params in CONFIGS:
             nbytes = payload_bytes(width, height, params)
             for server, null_kind in (("fifo", "pipe"), ("wsgi", "tcp")):
-                ours = bench_unirender(exe, server, width, height, params, args.quick, tmp)
-                floor = bench_null(null_kind, nbytes, width, args.quick)
-                floor_player = bench_null(null_kind, nbytes, width, args.quick, player=(width, height, params))
-                theirs = (bench_ai2thor(ai2thor_python, exe, server, width, height, params, args.quick, tmp)
-                          if ai2thor_python else None)  # fmt: skip
-                rows.append((label, server.upper(), nbytes, ours, floor, floor_player, theirs))
+                runs: dict[str, list] = {"ours": [], "floor": [], "floor_player": [], "theirs": []}
+                for _round in range(args.rounds):  # interleaved rounds, pooled
+                    runs["ours"].append(bench_unirender(exe, server, width, height, params, args.quick, tmp))
+                    runs["floor"].append(bench_null(null_kind, nbytes, width, args.quick))
+                    runs["floor_player"].append(
+                        bench_null(null_kind, nbytes, width, args.quick, player=(width, height, params))
+                    )
+                    if ai2thor_python:
+                        runs["theirs"].append(
+                            bench_ai2thor(ai2thor_python, exe, server, width, height, params, args.quick, tmp)
+                        )
+                result = {k: pooled(v) if v else None for k, v in runs.items()}
+                rows.append((label, server.upper(), nbytes, result["ours"], result["floor"], result["floor_player"],
+                             result["theirs"]))  # fmt: skip
                 print(format_row(rows[-1]), flush=True)
     return report(rows, args)
 
@@ -370,7 +383,8 @@ def report(rows, args) -> str:
     lines = [
         "# Transport benchmark results",
         "",
-        f"`benchmarks/transport.py{' --with-ai2thor' if args.with_ai2thor else ''}{' --quick' if args.quick else ''}`"
+        f"`benchmarks/transport.py{' --with-ai2thor' if args.with_ai2thor else ''}{' --quick' if args.quick else ''}"
+        f" --rounds {args.rounds}`"
         f", {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: {os.cpu_count()} CPUs (shared with other jobs), "
         f"Python {platform.python_version()}.",
         "All columns were measured side by side in one run; compare ratios rather than absolute numbers.",
@@ -417,6 +431,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--with-ai2thor", action="store_true", help="also run AI2-THOR 5.0.0 (sets up its venv)")
     parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke run)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per cell, samples pooled")
     parser.add_argument("--write", action="store_true", help="write benchmarks/results-transport.md")
     args = parser.parse_args()
     text = run(args)
