@@ -8,6 +8,7 @@ import os
 import pty
 import random
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -146,8 +147,12 @@ def test_resume_after_sigkill_at_random_points_gives_the_same_dataset(tmp_path, 
         out = tmp_path / f"k{kill_at}"
         job = tmp_path / f"job{kill_at}.yaml"
         job.write_text(yaml.safe_dump(small_job(out, fmt="png")))
+        # A SIGKILLed job cannot remove its FIFO temp dir: keep it under tmp_path, removed below.
+        scratch = tmp_path / f"tmp{kill_at}"
+        scratch.mkdir()
+        env = {**os.environ, "TMPDIR": str(scratch)}
         proc = subprocess.Popen(
-            [*CLI, "render", str(job)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            [*CLI, "render", str(job)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
         )
         try:
             deadline = time.monotonic() + 60
@@ -162,6 +167,8 @@ def test_resume_after_sigkill_at_random_points_gives_the_same_dataset(tmp_path, 
             proc.kill()
             proc.wait()
         assert not (out / "manifest.json").exists()
+        assert list(scratch.iterdir()), "the killed job's FIFO dir should be here"
+        shutil.rmtree(scratch)
         done = subprocess.run([*CLI, "render", str(job)], capture_output=True, text=True, timeout=90)
         assert done.returncode == 0, done.stderr
         # Not a TTY: plain progress lines, and a summary on stdout.
