@@ -254,3 +254,32 @@ def test_stop_releases_a_blocked_request_with_an_empty_action():
     finally:
         unity.close()
         server.stop()
+
+
+def test_each_response_leaves_in_one_send(wsgi, monkeypatch):
+    """Spec 2.7: head and body in one write (waitress alone would send them as two segments)."""
+    channel_class = wsgi.hub._server.channel_class
+    sends: list[bytes] = []
+    original = channel_class.send
+
+    def recording_send(self, data, do_close=True):
+        sends.append(bytes(data))
+        return original(self, data, do_close=do_close)
+
+    monkeypatch.setattr(channel_class, "send", recording_send)
+    received = []
+    t = threading.Thread(target=serve_controller_side, args=(wsgi, 10, received))
+    t.start()
+    unity = UnitySocket(wsgi.address)
+    try:
+        seq = 0
+        for _ in range(10):
+            head, body = unity.post(wsgi.client_token, seq)
+            seq = json.loads(body)["sequenceId"]
+    finally:
+        unity.close()
+        t.join(10)
+    assert len(sends) == 10
+    for data in sends:
+        head, _, body = data.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200 OK") and json.loads(body)["action"] == "MoveAhead"

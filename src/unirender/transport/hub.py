@@ -31,18 +31,25 @@ _RECV_BYTES = 1024 * 1024  # waitress reads 8 KiB per call by default: 1,400 loo
 _IDLE_CHANNEL_TIMEOUT_S = 24 * 3600  # a Unity socket idles between episodes; waitress only closes idle ones
 
 
+_COALESCE_LIMIT = 64 * 1024  # a held response head is joined with a body up to this size (copying more costs more)
+
+
 def quick_ack_channel_class():
-    """waitress's channel, ACKing every read at once.
+    """waitress's channel, tuned for Unity: every read ACKed at once, every small response sent in one write.
 
     Unity sends the request head and the body in two ``Send`` calls on a socket without ``NoDelay``: Nagle holds
     the body until the head is ACKed, and Linux delays that ACK (up to 40 ms) hoping to piggyback it on a response
     that cannot come before the body. ``TCP_QUICKACK`` after each read sends the ACK now.
+    waitress hands the response head and the body to the channel separately and sends them as two segments; the
+    spec wants one write (2.7), so a head announcing a body is held until the body arrives and joined with it.
     """
     from waitress.channel import HTTPChannel
 
     quickack = getattr(socket, "TCP_QUICKACK", None)
 
     class QuickAckChannel(HTTPChannel):
+        _held_head: bytes | None = None
+
         def handle_read(self):
             super().handle_read()
             if quickack is not None and self.socket is not None:
@@ -50,6 +57,25 @@ def quick_ack_channel_class():
                     self.socket.setsockopt(socket.IPPROTO_TCP, quickack, 1)
                 except OSError:
                     pass
+
+        def write_soon(self, data):
+            held = self._held_head
+            if held is not None:
+                self._held_head = None
+                if isinstance(data, bytes) and len(data) <= _COALESCE_LIMIT:
+                    return super().write_soon(held + data) - len(held)
+                super().write_soon(held)
+                return super().write_soon(data)
+            if (
+                isinstance(data, bytes)
+                and data.startswith(b"HTTP/1.")
+                and data.endswith(b"\r\n\r\n")
+                and b"\r\nContent-Length: " in data
+                and b"\r\nContent-Length: 0\r\n" not in data
+            ):
+                self._held_head = data  # the body follows from the same task
+                return len(data)
+            return super().write_soon(data)
 
     return QuickAckChannel
 
