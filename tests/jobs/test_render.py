@@ -242,3 +242,14 @@ def test_demo_writes_a_contact_sheet(tmp_path):
         x, y = 6 + (n % 4) * 262, 6 + (n // 4) * 284 + 22
         panel = sheet[y : y + 256, x : x + 256]
         assert panel.std() > 5 or (n == 11 and (panel == 255).all()), n
+
+
+def test_jobs_run_on_a_session_backend(tmp_path, reference_frames):
+    from unirender.cluster import create_backend
+
+    with create_backend("local") as backend:
+        result = render(small_job(tmp_path / "b", fmt="webdataset"), backend=backend, workers=2)
+        assert backend.sessions() == []  # the job stopped its sessions
+    assert result.workers == 2 and result.platform == "EGL" and result.device
+    assert_same_frames(dataset_frames(tmp_path / "b"), reference_frames)
+    assert json.loads((tmp_path / "b" / "manifest.json").read_text())["software_rendering"] is True

@@ -260,6 +260,8 @@ class JobRunner:
             self.reporter.stop()
             if resolution is not None:
                 resolution.release()
+        result.platform = result.platform or self._player_info.get("platform")
+        result.device = result.device or self._player_info.get("device")
         if self._failure is not None:
             result.failed = True
             result.errors.append(self._failure_report)
@@ -398,8 +400,12 @@ class JobRunner:
         with self._lock:
             self._player_info["player_version"] = version
             if "platform" not in self._player_info:
-                info = player.info() if callable(getattr(player, "info", None)) else {}
-                self._player_info.update(platform=info.get("platform"), device=info.get("device"))
+                info = player.info() if callable(getattr(player, "info", None)) else {}  # a backend's session
+                self._player_info.update(
+                    platform=info.get("platform"),
+                    device=info.get("device"),
+                    software=info.get("software_device"),
+                )
 
 
 def render(
