@@ -307,9 +307,10 @@ def test_hung_player_times_out_after_server_timeout(make, server):
 def test_garbage_on_the_wire_is_a_protocol_error(make, server, error):
     c = make(server, misbehave="garbage@3")
     c.step("Pass")
-    with pytest.raises(error):
+    with pytest.raises(error) as info:
         c.step("Pass")
     assert c.process.poll() is not None
+    assert any(c.log_path in note for note in info.value.__notes__)
 
 
 def test_wrong_token_player_is_rejected(make):

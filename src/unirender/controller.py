@@ -316,7 +316,9 @@ class Controller:
                 f"the player crashed and was restarted ({len(self.restarts)} of max {self.max_restarts} within "
                 f"{self.restart_window_s:g} s); the episode is lost, start it again. Cause: {crash}"
             ) from crash
-        except (PlayerError, ProtocolError):  # hung player, garbage on the wire, wrong token: unusable now
+        except (PlayerError, ProtocolError) as exc:  # hung player, garbage on the wire, wrong token: unusable now
+            if isinstance(exc, ProtocolError):
+                exc.add_note(f"unirender: the controller was stopped; player log: {self.log_path}")
             self.stop()
             raise
 
