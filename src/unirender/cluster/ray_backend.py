@@ -267,9 +267,7 @@ class RayBackend(SessionBackend):
         self._owns_ray = False
         if not ray.is_initialized():
             options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-            if (
-                address is None
-            ):  # our own local instance: frames inline (faster here, see the constant's note)
+            if address is None and not os.environ.get("RAY_ADDRESS"):  # our own instance: frames inline
                 options["_system_config"] = INLINE_FRAMES_SYSTEM_CONFIG
             options.update(init_options or {})
             ray.init(address=address, **options)
