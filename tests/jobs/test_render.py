@@ -253,3 +253,29 @@ def test_jobs_run_on_a_session_backend(tmp_path, reference_frames):
     assert result.workers == 2 and result.platform == "EGL" and result.device
     assert_same_frames(dataset_frames(tmp_path / "b"), reference_frames)
     assert json.loads((tmp_path / "b" / "manifest.json").read_text())["software_rendering"] is True
+
+
+def test_cancel_stops_after_the_current_frame_and_the_job_resumes(tmp_path, reference_frames):
+    import threading
+
+    cancel = threading.Event()
+    seen = []
+
+    def progress(p):
+        seen.append(dict(p))
+        if p["frames_done"] >= 3:
+            cancel.set()
+
+    spec = small_job(tmp_path / "x", fmt="npz")
+    result = render(spec, progress=progress, cancel=cancel)
+    assert result.cancelled and not result.failed and not (tmp_path / "x" / "manifest.json").exists()
+    assert seen[0] == {
+        "frames_done": 1,
+        "frames_total": SMALL_JOB_FRAMES,
+        "episodes_done": 0,
+        "episodes_total": 3,
+    }
+    assert player_pids() == []
+    result = render(spec)
+    assert not result.cancelled and result.frames == SMALL_JOB_FRAMES
+    assert_same_frames(dataset_frames(tmp_path / "x"), reference_frames)

@@ -123,7 +123,8 @@ class JobRunner:
         self.resume = resume
         self.reporter = reporter or Reporter()
         self.progress = progress
-        self.cancel = cancel or threading.Event()
+        self.cancel = cancel or threading.Event()  # the caller's: set means "stop, the job is cancelled"
+        self._stop = threading.Event()  # ours: set on cancel or on a failure, workers stop after their frame
         self.backend = backend
         self.player_factory = player_factory
         self._lock = threading.Lock()
@@ -252,7 +253,7 @@ class JobRunner:
                         while t.is_alive():
                             t.join(0.2)
                 except KeyboardInterrupt:
-                    self.cancel.set()
+                    self._stop.set()
                     for t in threads:
                         t.join()
                     raise
@@ -266,14 +267,19 @@ class JobRunner:
             result.failed = True
             result.errors.append(self._failure_report)
             raise JobError(self._failure_report) from self._failure
-        if self.cancel.is_set():
+        if self.cancel.is_set() and self._units_done < self._units_total:
             result.cancelled = True
 
     def _next_unit(self) -> WorkUnit | None:
         with self._lock:
-            if self._failure is not None or self.cancel.is_set() or not self._queue:
+            if self._stopping() or not self._queue:
                 return None
             return self._queue.popleft()
+
+    def _stopping(self) -> bool:
+        if self.cancel.is_set():
+            self._stop.set()
+        return self._stop.is_set()
 
     def _fail(self, unit: WorkUnit | None, exc: BaseException) -> None:
         with self._lock:
@@ -285,7 +291,7 @@ class JobRunner:
                     f"  {self._units_done} of {self._units_total} episodes are finished and kept in {self.root}; "
                     "run the same job again to resume."
                 )
-        self.cancel.set()
+        self._stop.set()
 
     def _worker(self, wid: int, kwargs: dict[str, Any]) -> None:
         player = None
@@ -365,7 +371,7 @@ class JobRunner:
                 written += 1
                 self._advance(1)
                 self.reporter.worker(wid, f"{unit.id}: {written}/{expected[0] or '?'} frames")
-                if self.cancel.is_set():
+                if self._stopping():
                     raise _Cancelled
             t0 = time.perf_counter()
             records = writer.finish()
