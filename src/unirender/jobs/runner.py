@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from unirender.errors import PlayerCrashedError, PlayerTimeoutError, RestartError
+from unirender.errors import PlayerCrashedError, PlayerTimeoutError, RestartError, SpecError
 from unirender.jobs.episodes import EpisodeFailed, WorkUnit, expand_units, missing_modalities, run_unit
 from unirender.jobs.manifest import build_manifest, write_manifest, write_metadata
 from unirender.jobs.plan import auto_workers, resolve_platform
@@ -436,6 +436,10 @@ def render(
     from unirender.spec import load_spec
 
     spec = load_spec(spec_or_path)
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise SpecError(
+            f"workers: must be an int of at least 1, got {workers!r}", [("workers", "at least 1")]
+        )
     return JobRunner(
         spec,
         output_dir=output_dir,
