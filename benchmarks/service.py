@@ -55,6 +55,39 @@ def start_server(tmp: Path, total_players: int) -> tuple[subprocess.Popen, str]:
     raise RuntimeError("server did not start:\n" + (tmp / "serve.log").read_text())
 
 
+FLOOR_SERVER = """
+import sys
+from waitress.server import create_server
+from unirender.transport.hub import waitress_options
+body = bytes(int(sys.argv[1]))
+def app(environ, start_response):
+    environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+    start_response("200 OK", [("Content-Type", "application/octet-stream"), ("Content-Length", str(len(body)))])
+    return [body]
+server = create_server(app, host="127.0.0.1", port=0, **waitress_options(4))
+print(server.effective_port, flush=True)
+server.run()
+"""
+
+
+def http_floor(size: int):
+    """A bare waitress app answering ``size`` bytes, and a function doing one keep-alive POST to it the way the
+    client does (requests, one read): the HTTP cost without the service, measured under the same load."""
+    import requests
+
+    proc = subprocess.Popen([sys.executable, "-c", FLOOR_SERVER, str(size)], stdout=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{int(proc.stdout.readline())}/step"
+    http = requests.Session()
+    http.trust_env = False
+
+    def post():
+        resp = http.post(url, data=b'{"action": "RotateRight"}', stream=True)
+        resp.raw.read()
+        resp.close()
+
+    return proc, post
+
+
 def latency(url: str, modalities: list[str], steps: int) -> list[dict]:
     from unirender.client import Client, RemoteSession
     from unirender.controller import Controller
@@ -65,13 +98,19 @@ def latency(url: str, modalities: list[str], steps: int) -> list[dict]:
     local = Controller(**env.controller_kwargs(render), scene="FloorPlan1")
     client = Client(url, format="msgpack")
     remote = client.session(env, render=render, scene="FloorPlan1")
+    size = len(client.request("POST", f"/v1/sessions/{remote.id}/step", {"action": "Pass"},
+                              accept="application/x-msgpack").content)
+    floor_proc, floor_post = http_floor(size)
     views = {
         "local Controller": None,
+        f"HTTP floor: bare waitress + requests, {size} B, no service": floor_post,
         "HTTP msgpack": remote,
         "HTTP JSON (base64 PNG/NPY)": RemoteSession(Client(url, format="json"), remote.info_at_start, modalities),
         "HTTP multipart (PNG/NPY)": RemoteSession(Client(url, format="multipart"), remote.info_at_start),
     }
     times: dict[str, list[float]] = {name: [] for name in views}
+    parts: dict[str, list[float]] = {"player step (in the service)": [], "encode (msgpack)": [],
+                                     "HTTP + client decode": []}
     try:
         for i in range(steps + 10):  # 10 warm-up rounds
             action = ACTIONS[i % 2]
@@ -80,19 +119,33 @@ def latency(url: str, modalities: list[str], steps: int) -> list[dict]:
                 if view is None:
                     event = local.step(action)
                     event.frames()  # decode, as the remote side must before sending
+                elif callable(view):
+                    view()
                 else:
                     view.step(action).frames()
+                elapsed = (time.perf_counter() - started) * 1000
                 if i >= 10:
-                    times[name].append((time.perf_counter() - started) * 1000)
+                    times[name].append(elapsed)
+                    if view is remote:
+                        t = remote.last_server_timing
+                        parts["player step (in the service)"].append(t["step"])
+                        parts["encode (msgpack)"].append(t["encode"])
+                        parts["HTTP + client decode"].append(elapsed - t["step"] - t["encode"])
     finally:
         remote.stop()
         local.stop()
+        floor_proc.kill()
+        floor_proc.wait()
     rows = []
     base = statistics.median(times["local Controller"])
     for name, values in times.items():
         p50 = statistics.median(values)
         rows.append({"path": name, "p50_ms": p50, "p90_ms": percentile(values, 0.9),
                      "mean_ms": statistics.fmean(values), "over_local_ms": p50 - base})
+    for name, values in parts.items():
+        rows.append({"path": f"  msgpack breakdown: {name}", "p50_ms": statistics.median(values),
+                     "p90_ms": percentile(values, 0.9), "mean_ms": statistics.fmean(values),
+                     "over_local_ms": float("nan")})
     return rows
 
 
@@ -173,14 +226,16 @@ def write_report(path: Path, lat: dict[str, list[dict]], tput: list[dict], args)
         f"## Per-step latency, {args.steps} steps per path, interleaved (ms)",
         "",
         "Each round steps the local Controller and then the same session once per format, so all paths see the "
-        "same load. 'over local' = p50 of the path minus p50 of the local Controller.",
+        "same load. 'over local' = p50 of the path minus p50 of the local Controller. The breakdown rows split "
+        "each msgpack step by the service's `Server-Timing` header: the player step as the service saw it, "
+        "encoding, and the rest (HTTP both ways, the client's request and decode, thread hand-offs).",
         "",
     ]
     for label, rows in lat.items():
         lines += [f"### {label}", "", "| path | p50 | p90 | mean | over local (p50) |", "|---|---|---|---|---|"]
         for r in rows:
-            lines.append(f"| {r['path']} | {r['p50_ms']:.2f} | {r['p90_ms']:.2f} | {r['mean_ms']:.2f} | "
-                         f"{r['over_local_ms']:+.2f} |")
+            over = "" if r["over_local_ms"] != r["over_local_ms"] else f"{r['over_local_ms']:+.2f}"
+            lines.append(f"| {r['path']} | {r['p50_ms']:.2f} | {r['p90_ms']:.2f} | {r['mean_ms']:.2f} | {over} |")
         lines.append("")
     msgpack_over = {label: next(r for r in rows if r["path"] == "HTTP msgpack")["over_local_ms"]
                     for label, rows in lat.items()}

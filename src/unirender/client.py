@@ -73,6 +73,17 @@ def _error_from_response(resp: requests.Response) -> Exception:
     return exc
 
 
+def _server_timing(resp: requests.Response) -> dict[str, float]:
+    timing = {}
+    for item in resp.headers.get("Server-Timing", "").split(","):
+        name, _, rest = item.strip().partition(";dur=")
+        try:
+            timing[name] = float(rest)
+        except ValueError:
+            continue
+    return timing
+
+
 def _event_from_document(doc: dict):
     from unirender.protocol.event import Event
 
@@ -136,9 +147,10 @@ class Client:
         resp = self.request(method, path, body)
         return resp.json() if resp.content else None
 
-    def _document(self, method: str, path: str, body: Any, params: Mapping | None = None) -> dict:
+    def _document(self, method: str, path: str, body: Any, params: Mapping | None = None) -> tuple[dict, dict]:
+        """(decoded document, Server-Timing as {name: ms})."""
         resp = self.request(method, path, body, accept=self.accept, params=params)
-        return wire.decode_document(resp.headers.get("Content-Type"), resp.content)
+        return wire.decode_document(resp.headers.get("Content-Type"), resp.content), _server_timing(resp)
 
     def close(self) -> None:
         with self._lock:
@@ -187,7 +199,7 @@ class Client:
         body: dict[str, Any] = {"environment": _environment_dict(environment), "episode": dict(episode)}
         if render is not None:
             body["render"] = render.model_dump(mode="json") if hasattr(render, "model_dump") else dict(render)
-        doc = self._document("POST", "/v1/render", body)
+        doc, _ = self._document("POST", "/v1/render", body)
         return [_event_from_document(d) for d in doc["events"]]
 
     def submit_job(self, spec: Any) -> RemoteJob:
@@ -223,6 +235,7 @@ class RemoteSession:
         self.id: str = info["id"]
         self.info_at_start = info
         self.last_event = None
+        self.last_server_timing: dict[str, float] = {}  # {"step": ms in the player, "encode": ms}
         self._params = {"modalities": ",".join(modalities) or "none"} if modalities is not None else None
         self._stopped = False
 
@@ -236,8 +249,9 @@ class RemoteSession:
     def step(self, action: dict | str | None = None, **kwargs: Any):
         from unirender.cluster.base import normalize_action
 
-        doc = self.client._document("POST", f"/v1/sessions/{self.id}/step", normalize_action(action, kwargs),
-                                    params=self._params)
+        doc, self.last_server_timing = self.client._document(
+            "POST", f"/v1/sessions/{self.id}/step", normalize_action(action, kwargs), params=self._params
+        )
         self.last_event = _event_from_document(doc)
         return self.last_event
 
@@ -245,7 +259,9 @@ class RemoteSession:
         body = dict(initialize_params)
         if scene is not None:
             body["scene"] = scene
-        doc = self.client._document("POST", f"/v1/sessions/{self.id}/reset", body, params=self._params)
+        doc, self.last_server_timing = self.client._document(
+            "POST", f"/v1/sessions/{self.id}/reset", body, params=self._params
+        )
         self.last_event = _event_from_document(doc)
         return self.last_event
 

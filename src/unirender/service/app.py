@@ -358,8 +358,9 @@ class ServiceApp:
         if not isinstance(action.get("action"), str) or not action["action"]:
             raise ApiError(400, "invalid_action", "the body must be an action object with an 'action' name, "
                            'e.g. {"action": "RotateRight", "degrees": 90}')
+        started = time.perf_counter()
         event = self.sessions.step(owner, session_id, action)
-        return self._event_response(event, fmt, modalities)
+        return self._event_response(event, fmt, modalities, time.perf_counter() - started)
 
     def ep_reset(self, request, owner, session_id):
         fmt = self._format(request)
@@ -369,10 +370,16 @@ class ServiceApp:
         event = self.sessions.reset(owner, session_id, scene, body)
         return self._event_response(event, fmt, modalities)
 
-    def _event_response(self, event, fmt: str, modalities: list[str] | None) -> Response:
+    def _event_response(self, event, fmt: str, modalities: list[str] | None, step_s: float = 0.0) -> Response:
         if fmt == wire.JSON and modalities is None:
             modalities = []  # JSON carries frames only on request (?modalities=rgb,...)
-        return self._encoded(event_document(event, modalities), fmt)
+        started = time.perf_counter()
+        resp = self._encoded(event_document(event, modalities), fmt)
+        # Where the time went, for clients and benchmarks (W3C Server-Timing): player step, then encoding.
+        resp.headers["Server-Timing"] = (
+            f"step;dur={step_s * 1000:.3f}, encode;dur={(time.perf_counter() - started) * 1000:.3f}"
+        )
+        return resp
 
     # -- one-shot render ---------------------------------------------------------------------------------
     def ep_render(self, request, owner):
