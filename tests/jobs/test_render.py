@@ -28,6 +28,7 @@ from conftest import (
     small_job,
 )
 from unirender.jobs import JobError, load_dataset, render
+from unirender.jobs.atomic import TEMP_MARK
 from unirender.jobs.progress import Reporter
 
 CLI = [sys.executable, "-m", "unirender.cli"]
@@ -138,6 +139,32 @@ def test_repeated_crashes_fail_the_job_with_a_report_then_resume(tmp_path, refer
     assert_same_frames(dataset_frames(tmp_path / "f"), reference_frames)
 
 
+def run_and_sigkill(tmp_path, spec: dict, name: str, killed_when) -> Path:
+    """Start ``unirender render`` on ``spec``, SIGKILL it once ``killed_when()`` holds; return the spec file."""
+    job = tmp_path / f"{name}.yaml"
+    job.write_text(yaml.safe_dump(spec))
+    # A SIGKILLed job cannot remove its FIFO temp dir: keep it under tmp_path, removed below.
+    scratch = tmp_path / f"{name}-tmp"
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    proc = subprocess.Popen(
+        [*CLI, "render", str(job)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and time.monotonic() < deadline and not killed_when():
+            time.sleep(0.01)
+        assert proc.poll() is None, "the job finished before it could be killed"
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert not (Path(spec["output"]["directory"]) / "manifest.json").exists()
+    assert list(scratch.iterdir()), "the killed job's FIFO dir should be here"
+    shutil.rmtree(scratch)
+    return job
+
+
 def test_resume_after_sigkill_at_random_points_gives_the_same_dataset(tmp_path, png_dataset):
     """Property: wherever a job is SIGKILLed, running it again ends with the uninterrupted dataset."""
     expected = frame_files(png_dataset[0])
@@ -145,30 +172,11 @@ def test_resume_after_sigkill_at_random_points_gives_the_same_dataset(tmp_path, 
     rng = random.Random(os.environ.get("UNIRENDER_TEST_SEED", "5"))
     for kill_at in sorted(rng.sample(range(1, SMALL_JOB_FRAMES), 2)):
         out = tmp_path / f"k{kill_at}"
-        job = tmp_path / f"job{kill_at}.yaml"
-        job.write_text(yaml.safe_dump(small_job(out, fmt="png")))
-        # A SIGKILLed job cannot remove its FIFO temp dir: keep it under tmp_path, removed below.
-        scratch = tmp_path / f"tmp{kill_at}"
-        scratch.mkdir()
-        env = {**os.environ, "TMPDIR": str(scratch)}
-        proc = subprocess.Popen(
-            [*CLI, "render", str(job)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
-        )
-        try:
-            deadline = time.monotonic() + 60
-            while proc.poll() is None and time.monotonic() < deadline:
-                written = list((out / "frames").rglob("*.frame.png")) if (out / "frames").exists() else []
-                if len(written) >= kill_at:
-                    break
-                time.sleep(0.01)
-            assert proc.poll() is None, "the job finished before it could be killed"
-            proc.send_signal(signal.SIGKILL)
-        finally:
-            proc.kill()
-            proc.wait()
-        assert not (out / "manifest.json").exists()
-        assert list(scratch.iterdir()), "the killed job's FIFO dir should be here"
-        shutil.rmtree(scratch)
+
+        def enough_frames(out=out, kill_at=kill_at):
+            return len(list(out.glob("frames/*/*.frame.png"))) >= kill_at
+
+        job = run_and_sigkill(tmp_path, small_job(out, fmt="png"), f"k{kill_at}", enough_frames)
         done = subprocess.run([*CLI, "render", str(job)], capture_output=True, text=True, timeout=90)
         assert done.returncode == 0, done.stderr
         # Not a TTY: plain progress lines, and a summary on stdout.
@@ -176,6 +184,16 @@ def test_resume_after_sigkill_at_random_points_gives_the_same_dataset(tmp_path, 
         assert f"{SMALL_JOB_FRAMES} frames in 3 episodes" in done.stdout
         assert frame_files(out) == expected, f"killed at frame {kill_at}"
         assert [r["files"] for r in load_dataset(out).records] == expected_meta
+
+
+def test_resume_after_sigkill_with_a_shard_open(tmp_path, reference_frames):
+    out = tmp_path / "wds"
+    job = run_and_sigkill(
+        tmp_path, small_job(out, fmt="webdataset"), "wds", lambda: any(out.glob("shards/*.tar"))
+    )
+    assert render(job).frames == SMALL_JOB_FRAMES
+    assert not [p for p in out.rglob("*") if TEMP_MARK in p.name]
+    assert_same_frames(dataset_frames(out), reference_frames)
 
 
 def test_resuming_a_finished_job_writes_nothing_and_a_changed_spec_is_refused(tmp_path, png_dataset):
