@@ -7,6 +7,7 @@ from gymnasium.utils.env_checker import check_env
 from gymnasium.vector import AutoresetMode
 
 from unirender.cluster import LocalBackend
+from unirender.errors import SpecError
 from unirender.gym import ENV_ID, UnityEnv, UnityVectorEnv
 
 PLAYER = {"executable": "builtin", "width": 64, "height": 64, "platform": "EGL", "server": "fifo"}
@@ -72,12 +73,14 @@ def test_task_callables_truncation_and_observations(backend):
         env.close()
 
 
-def test_registered_with_gymnasium():
-    env = gymnasium.make(ENV_ID, controller_kwargs=PLAYER, modalities=["rgb"])
+def test_registered_with_gymnasium_and_built_from_an_environment_spec():
+    environment = {"width": 48, "height": 32, "platform": "EGL"}
+    env = gymnasium.make(ENV_ID, environment=environment, modalities=["rgb"])
     try:
         assert isinstance(env.unwrapped, UnityEnv)
+        assert env.observation_space["rgb"].shape == (32, 48, 3)
         obs, _ = env.reset(seed=0)
-        assert obs["rgb"].shape == (64, 64, 3)
+        assert obs["rgb"].shape == (32, 48, 3)
     finally:
         env.close()
     assert env.unwrapped.session is None
@@ -88,6 +91,8 @@ def test_bad_configuration_fails_before_launching(backend):
         UnityEnv(PLAYER, modalities=["smell"], backend=backend)
     with pytest.raises(ValueError, match="action 0"):
         UnityEnv(PLAYER, actions=[{"degrees": 5}], backend=backend)
+    with pytest.raises(SpecError, match="width"):
+        UnityEnv(environment={"width": -3}, backend=backend)
     assert backend.sessions() == []
 
 

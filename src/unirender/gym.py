@@ -49,21 +49,20 @@ def _initialize_flag(modality: str) -> str | None:
 
 
 def environment_controller_kwargs(
-    spec: Any = None, controller_kwargs: dict | None = None, modalities: Sequence[str] = ("rgb",)
+    environment: Any = None, controller_kwargs: dict | None = None, modalities: Sequence[str] = ("rgb",)
 ) -> dict:
-    """Controller kwargs from an ``EnvironmentSpec`` (object or mapping) or given as is, with the Initialize
-    flags that make the player render ``modalities``."""
+    """Controller kwargs from an environment spec (``EnvironmentSpec``, mapping, or YAML/JSON/TOML path; loaded by
+    ``unirender.spec.load_environment``, so errors are ``SpecError`` with key paths) or given as is, plus the
+    Initialize flags that make the player render ``modalities``."""
     unknown = [m for m in modalities if m not in MODALITY_ATTRIBUTE]
     if unknown or not modalities:
         raise ValueError(f"unknown modalities {unknown}; choose from {list(MODALITY_ATTRIBUTE)}")
-    if spec is not None and controller_kwargs is not None:
-        raise ValueError("give either spec or controller_kwargs, not both")
-    if spec is not None:
-        if not hasattr(spec, "controller_kwargs"):
-            from unirender.spec.models import EnvironmentSpec
+    if environment is not None and controller_kwargs is not None:
+        raise ValueError("give either environment or controller_kwargs, not both")
+    if environment is not None:
+        from unirender.spec import load_environment
 
-            spec = EnvironmentSpec.model_validate(spec)
-        kwargs = spec.controller_kwargs()
+        kwargs = load_environment(environment).controller_kwargs()
     else:
         kwargs = dict(controller_kwargs or {"executable": "builtin"})
     for modality in modalities:
@@ -96,7 +95,7 @@ def _space_for(modality: str, array: np.ndarray) -> spaces.Box:
 class UnityEnv(gymnasium.Env):
     """One unirender session as a Gymnasium environment.
 
-    ``spec`` (an ``EnvironmentSpec`` or mapping) or ``controller_kwargs`` say what to launch; ``modalities`` what
+    ``environment`` (an ``EnvironmentSpec``, mapping or spec file) or ``controller_kwargs`` say what to launch; ``modalities`` what
     to observe; ``actions`` the action list (names or action dicts); ``reward_fn(previous_event, action, event)``
     and ``termination_fn(event)`` the task (defaults: 0 reward, never terminates); ``max_episode_steps`` truncates.
     ``scenes``: reset picks one with the env's seeded RNG (or ``options={"scene": ...}``). ``backend``: a
@@ -109,7 +108,7 @@ class UnityEnv(gymnasium.Env):
         self,
         controller_kwargs: dict | None = None,
         *,
-        spec: Any = None,
+        environment: Any = None,
         modalities: Sequence[str] = ("rgb",),
         actions: Sequence[str | dict] = DEFAULT_ACTIONS,
         reward_fn: RewardFn | None = None,
@@ -133,7 +132,7 @@ class UnityEnv(gymnasium.Env):
         self.termination_fn = termination_fn
         self.max_episode_steps = max_episode_steps
         self.scenes = list(scenes) if scenes else None
-        kwargs = environment_controller_kwargs(spec, controller_kwargs, self.modalities)
+        kwargs = environment_controller_kwargs(environment, controller_kwargs, self.modalities)
 
         self._owns_backend = isinstance(backend, str)
         self.backend = create_backend(backend, **(backend_options or {})) if self._owns_backend else backend
