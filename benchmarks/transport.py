@@ -438,7 +438,11 @@ def main() -> int:
     print()
     print(text)
     if args.write:
-        (ROOT / "benchmarks" / "results-transport.md").write_text(text)
+        path = ROOT / "benchmarks" / "results-transport.md"
+        notes = ""  # a hand-written "## Notes" section survives re-runs
+        if path.exists() and "\n## Notes" in path.read_text():
+            notes = "\n## Notes" + path.read_text().split("\n## Notes", 1)[1]
+        path.write_text(text + notes)
     return 0
 
 
