@@ -281,3 +281,14 @@ def test_check_command_prints_the_resolved_plan(tmp_path):
     assert lines["players"] == "2"
     assert lines["frames"] == str(3 * 2 + 1 + 5)
     assert lines["platform"].split()[0] in ("EGL", "CloudRendering", "Linux64")
+
+
+def test_allowed_platforms_and_qualities_are_the_ones_the_code_knows():
+    from typing import get_args
+
+    from unirender.controller import QUALITY_SETTINGS
+    from unirender.platforms import PLATFORMS
+    from unirender.spec.models import PlatformName, Quality
+
+    assert set(get_args(PlatformName)) == {"auto", *PLATFORMS}
+    assert set(get_args(Quality)) == set(QUALITY_SETTINGS)
