@@ -354,3 +354,15 @@ def test_builtin_reference_player_launch(server, tmp_path):
         event = c.step("RotateRight")
         assert event.frame.shape == (48, 64, 3) and event.depth_frame.shape == (48, 64)
         assert event.metadata["agent"]["rotation"]["y"] == pytest.approx(90.0)
+
+
+def test_linux64_gets_its_display_and_no_change_quality(make):
+    """Linux64 (here on a virtual display the resolution starts): DISPLAY in the player's environment (spec 6.3);
+    -screen-quality is honoured, so no ChangeQuality. ``no_leaks`` also checks the Xvfb is gone afterwards."""
+    c = make("fifo", platform="Linux64")
+    env = c.last_event.metadata["fakePlayer"]["env"]
+    assert env["DISPLAY"] == c.resolution.env["DISPLAY"]
+    c.step("Pass")
+    log = open(c.log_path).read()
+    assert "ChangeQuality" not in log and "action 1: 'Pass'" in log
+    c.stop()
