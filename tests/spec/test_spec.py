@@ -108,6 +108,16 @@ BAD_SPECS = [
     (job(output={"format": "npz", "depth_encoding": "png16"}), "output.depth_encoding", "needs format 'png'"),
     (job(output={"frames_per_shard": 0}), "output.frames_per_shard", "greater than"),
     (job(workers=0), "workers", "at least 1"),
+    (
+        job(workers="many"),
+        "workers",
+        "valid integer, unable to parse string as an integer (got 'many'); or Input should be 'auto'",
+    ),
+    (
+        job(episodes=[{"scene": "s", "actions": [3]}]),
+        "episodes.0.actions.0",
+        "valid string (got 3); or Input should be a valid dictionary",
+    ),
     (job(colour="blue"), "colour", "allowed keys: version, name, environment"),
 ]
 

@@ -90,9 +90,14 @@ def _validate(model: type[BaseModel], data: dict[str, Any], origin: str | None, 
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        errors = [_describe(err, data, model, prefix) for err in exc.errors()]
-        # One line per problem, in document order as pydantic reports them; drop exact duplicates.
-        errors = list(dict.fromkeys(errors))
+        # One entry per key path, in the order pydantic reports them; the members of a union that all
+        # failed (a name or a mapping, an int or 'auto') are joined into one message.
+        merged: dict[str, list[str]] = {}
+        for err in exc.errors():
+            path, message = _describe(err, data, model, prefix)
+            if message not in merged.setdefault(path, []):
+                merged[path].append(message)
+        errors = [(path, "; or ".join(messages)) for path, messages in merged.items()]
         lines = [f"  {path or '(top level)'}: {message}" for path, message in errors]
         raise SpecError(_header(origin) + "\n" + "\n".join(lines), errors) from None
 
@@ -102,7 +107,7 @@ def _header(origin: str | None) -> str:
 
 
 def _describe(err: dict, data: Any, model: type[BaseModel], prefix: str) -> tuple[str, str]:
-    loc = _input_path(err["loc"], data)
+    loc = _input_path(err["loc"], data, missing=err["type"] == "missing")
     message = err["msg"]
     ctx = err.get("ctx") or {}
     cause = ctx.get("error")
@@ -117,7 +122,7 @@ def _describe(err: dict, data: Any, model: type[BaseModel], prefix: str) -> tupl
         message = "unknown key" + (f"; allowed keys: {', '.join(allowed)}" if allowed else "")
     elif err["type"] == "missing":
         message = "required key is missing"
-    elif "input" in err and err["type"] not in ("missing",) and not isinstance(cause, ValueError):
+    elif "input" in err and not isinstance(cause, ValueError):
         shown = repr(err["input"])
         if len(shown) <= 60 and not isinstance(err["input"], dict | list):
             message += f" (got {shown})"
@@ -125,23 +130,22 @@ def _describe(err: dict, data: Any, model: type[BaseModel], prefix: str) -> tupl
     return path, message
 
 
-def _input_path(loc: tuple, data: Any) -> list:
-    """pydantic locations include union member tags (``generator.grid.rotations``); keep only the parts that
-    exist in the user's document, so the path is one they can find."""
+def _input_path(loc: tuple, data: Any, missing: bool) -> list:
+    """pydantic locations include union member tags (``generator.grid.rotations``, ``actions.0.str``); keep
+    only the parts that exist in the user's document (plus the name of a missing key), so the path is one
+    they can find."""
     out: list = []
     node = data
     for i, part in enumerate(loc):
-        last = i == len(loc) - 1
         if isinstance(node, Mapping) and part in node:
             out.append(part)
             node = node[part]
         elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
             out.append(part)
             node = node[part]
-        elif last and isinstance(part, str) and not part.startswith(("function-", "str", "dict", "int")):
-            out.append(part)  # a missing key: name it
-        else:
-            node = None if last else node  # a union/type tag: skip it
+        elif missing and i == len(loc) - 1:
+            out.append(part)  # the key that should have been there
+        # else: a union member tag, not in the document
     return out
 
 
