@@ -16,7 +16,7 @@ ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from unirender.cluster import CapacityError, Resources, SessionLostError, create_backend  # noqa: E402
-from unirender.errors import RestartError  # noqa: E402
+from unirender.errors import ActionError, RestartError  # noqa: E402
 
 pytestmark = pytest.mark.ray
 
@@ -105,8 +105,18 @@ def test_gpu_request_asks_ray_for_a_gpu(cluster, backend):
 
 
 def test_sigkilled_actor_is_restarted_with_restart_error_and_no_orphan(backend):
-    session = backend.create_session(PLAYER)
+    session = backend.create_session({**PLAYER, "max_restarts": 1})
     try:
+        # The Controller's own errors cross Ray as themselves: a bad action, a crashed player it restarted.
+        with pytest.raises(ActionError, match="Fly"):
+            session.step("Fly")
+        first = session.info()
+        os.kill(first["pid"], signal.SIGKILL)
+        with pytest.raises(RestartError, match="player crashed and was restarted"):
+            session.step("Pass")
+        assert session.restarts == 1 and session.info()["pid"] != first["pid"]
+        assert session.info()["actor_pid"] == first["actor_pid"]
+
         session.step("RotateLeft")
         before = session.info()
         os.kill(before["actor_pid"], signal.SIGKILL)
@@ -114,7 +124,7 @@ def test_sigkilled_actor_is_restarted_with_restart_error_and_no_orphan(backend):
             session.step("Pass")
         assert process_gone(before["pid"]), "the player of the killed actor must not outlive it"
         after = session.info()
-        assert session.restarts == 1 and after["actor_pid"] != before["actor_pid"]
+        assert session.restarts == 2 and after["actor_pid"] != before["actor_pid"]
         assert round(session.reset().metadata["agent"]["rotation"]["y"]) % 360 == 0  # fresh episode
         # Ray's restarts are used up: the next death is reported as lost, restart() places a new actor.
         os.kill(after["actor_pid"], signal.SIGKILL)

@@ -171,7 +171,7 @@ class RaySession(Session):
             ) from None
         except RestartError:
             self.restarts += 1  # the Controller inside the actor restarted its player
-            self._refresh_last_event()
+            self._refresh_after_player_restart()
             raise
         except PlayerError:  # crashed beyond max_restarts, hung, garbled: the Controller stopped itself
             self.state = LOST
@@ -213,12 +213,18 @@ class RaySession(Session):
             "The episode is lost: call reset()."
         )
 
-    def _refresh_last_event(self) -> None:
+    def _refresh_after_player_restart(self) -> None:
+        """New player pid and first event, after the actor's Controller restarted its player."""
+        ray = _ray()
         try:
-            packed = _ray().get(self._actor.last_event.remote(), timeout=self._backend.step_timeout)
-            self.last_event = unpack_event(packed) if packed is not None else None
+            placed, packed = ray.get(
+                [self._actor.placed.remote(), self._actor.last_event.remote()],
+                timeout=self._backend.step_timeout,
+            )
         except Exception:
-            pass
+            return  # the RestartError being raised says enough; the next call will tell more
+        self._placed = placed
+        self.last_event = unpack_event(packed) if packed is not None else None
 
     def _kill_actor(self) -> None:
         actor, self._actor = self._actor, None
