@@ -32,6 +32,8 @@ def cluster():
     try:
         worker = c.add_node(num_cpus=1, num_gpus=1, resources={"display": 2}, object_store_memory=STORE)
         c.wait_for_nodes()
+        if ray.is_initialized():  # another module's Ray instance: this one is ours
+            ray.shutdown()
         ray.init(address=c.address, log_to_driver=False)
         c.display_node = worker
         yield c
