@@ -202,6 +202,8 @@ def test_scene_reset_and_keep_alive_over_100_steps_on_one_socket(make):
 @pytest.mark.parametrize("server", ["fifo", "wsgi"])
 def test_action_errors(make, server):
     c = make(server)
+    with pytest.raises(ValueError, match="needs an action name"):
+        c.step(moveMagnitude=0.5)
     with pytest.raises(ActionError, match="Invalid action") as info:
         c.step("Fly")
     assert info.value.error_code == "InvalidAction"
