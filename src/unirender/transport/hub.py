@@ -233,7 +233,7 @@ class PlayerHub:
 
     def _bad(self, start_response, status: str, text: str, token: str | None, exc: Exception | None = None):
         self.bad_requests += 1
-        channel = self._channels.get(token) if token is not None else self._owner
+        channel = (self._channels.get(token) if token is not None else None) or self._owner
         if channel is not None:
             channel._fail(exc if exc is not None else ProtocolError(text))
         return _plain(start_response, status, text)
