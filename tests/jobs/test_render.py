@@ -294,6 +294,8 @@ def test_cancel_stops_after_the_current_frame_and_the_job_resumes(tmp_path, refe
         "episodes_total": 3,
     }
     assert player_pids() == []
+    with pytest.raises(JobError, match="not a finished dataset"):
+        load_dataset(tmp_path / "x")
     result = render(spec)
     assert not result.cancelled and result.frames == SMALL_JOB_FRAMES
     assert_same_frames(dataset_frames(tmp_path / "x"), reference_frames)
