@@ -3,7 +3,7 @@
 Placement: actors ask ``num_cpus=0`` (a CPU-holding actor silently caps a node at its CPU count, see
 serving-and-scale.md "Ray gotchas"), ``num_gpus=1`` when the session wants a GPU, and custom resources — ``display``
 for players needing an X display, optionally a CPU-share resource — so that admission is counted by what nodes
-declare. A session that cannot be placed within ``wait_timeout`` fails with ``CapacityError``.
+declare. A session for which the cluster has no room within ``wait_timeout`` fails with ``CapacityError``.
 
 Failures: a crashed actor or a lost node is restarted by Ray (``max_restarts``) on any node with room; the session
 notices (the call fails, or the actor's incarnation changed), waits for the new actor, starts a fresh player and
@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 import time
 from typing import TYPE_CHECKING, Any
+
+import ray  # the optional extra: this module is imported only for the "ray" backend
 
 from unirender.cluster.base import (
     LOST,
@@ -44,12 +46,6 @@ INLINE_FRAMES_SYSTEM_CONFIG = {
     "max_direct_call_object_size": 8 * 2**20,
     "task_rpc_inlined_bytes_limit": 64 * 2**20,
 }
-
-
-def _ray():
-    import ray
-
-    return ray
 
 
 class RaySession(Session):
@@ -99,7 +95,7 @@ class RaySession(Session):
             try:
                 if self._actor is not None:
                     try:
-                        _ray().get(self._actor.stop.remote(), timeout=self._backend.stop_timeout)
+                        ray.get(self._actor.stop.remote(), timeout=self._backend.stop_timeout)
                     except Exception:
                         pass  # dead, restarting or stuck: the kill below ends it, player included
                 self._kill_actor()
@@ -113,7 +109,6 @@ class RaySession(Session):
     # -- internals ---------------------------------------------------------------------------------------
     def _place_and_start(self) -> None:
         """Wait for room (bounded by ``wait_timeout``), then for the actor and its player (``start_timeout``)."""
-        ray = _ray()
         backend = self._backend
         backend._wait_for_room(self)
         actor = backend._actor_class(self.resources).remote(self._kwargs)
@@ -141,7 +136,6 @@ class RaySession(Session):
 
     def _get(self, ref: Any, timeout: float | None) -> Any:
         """``ray.get`` with the actor's own exceptions re-raised as themselves."""
-        ray = _ray()
         try:
             return ray.get(ref, timeout=timeout)
         except ray.exceptions.RayTaskError as exc:
@@ -154,7 +148,6 @@ class RaySession(Session):
         self._check_open()
         if self.state == LOST:
             raise SessionLostError(f"session {self.id}: its Ray actor is gone; call restart()")
-        ray = _ray()
         try:
             packed = self._get(
                 getattr(self._actor, method).remote(self._incarnation, *args), self._backend.step_timeout
@@ -183,7 +176,6 @@ class RaySession(Session):
 
     def _recover(self, reason: str) -> None:
         """Wait for Ray's restart of the actor, start its player, then raise ``RestartError`` (or lost)."""
-        ray = _ray()
         old_node = self._placed.get("node")
         self.state = RESTARTING
         deadline = time.monotonic() + self._backend.start_timeout
@@ -206,6 +198,11 @@ class RaySession(Session):
                     f"session {self.id}: {reason}; Ray did not restart it ({_first_line(exc)}); "
                     "call restart() to place a new actor"
                 ) from None
+            except Exception as exc:  # the new player did not start (platform, player error...)
+                self.state = LOST
+                raise SessionLostError(
+                    f"session {self.id}: {reason}; Ray restarted the actor but its player did not start: {exc}"
+                ) from exc
         self.restarts += 1
         self._adopt(placed, first)
         raise RestartError(
@@ -215,7 +212,6 @@ class RaySession(Session):
 
     def _refresh_after_player_restart(self) -> None:
         """New player pid and first event, after the actor's Controller restarted its player."""
-        ray = _ray()
         try:
             placed, packed = ray.get(
                 [self._actor.placed.remote(), self._actor.last_event.remote()],
@@ -230,7 +226,7 @@ class RaySession(Session):
         actor, self._actor = self._actor, None
         if actor is not None:
             try:
-                _ray().kill(actor, no_restart=True)
+                ray.kill(actor, no_restart=True)
             except Exception:
                 pass
 
@@ -269,7 +265,6 @@ class RayBackend(SessionBackend):
     ):
         super().__init__()
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        ray = _ray()
         self._owns_ray = False
         if not ray.is_initialized():
             options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
@@ -314,7 +309,6 @@ class RayBackend(SessionBackend):
 
         Checked on the cluster's resource view rather than by waiting on a pending actor, so that a slow worker
         start is not mistaken for a full cluster (and a full cluster fails in ``wait_timeout``, not later)."""
-        ray = _ray()
         needs = self._needs(session.resources)
         if not needs:
             return
@@ -357,7 +351,6 @@ class RayBackend(SessionBackend):
         return session
 
     def info(self) -> dict:
-        ray = _ray()
         info = super().info()
         info["cluster_resources"] = ray.cluster_resources()
         info["available_resources"] = ray.available_resources()
@@ -367,4 +360,4 @@ class RayBackend(SessionBackend):
         super().close()
         if self._owns_ray:
             self._owns_ray = False
-            _ray().shutdown()
+            ray.shutdown()
