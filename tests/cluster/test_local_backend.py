@@ -83,16 +83,22 @@ def test_session_info_and_lifecycle(backend):
     assert process_gone(info["pid"])
 
 
-def test_player_budget_fails_clearly_then_admits_after_a_stop():
+def test_player_budget_fails_clearly_or_waits_for_a_stop():
     with LocalBackend(max_sessions=1) as b:
         first = b.create_session(PLAYER)
         with pytest.raises(CapacityError, match="all 1 player slots are taken"):
             b.create_session(PLAYER)
         assert b.info()["capacity"]["sessions"] == 1  # the refused session launched nothing
+        b.placement.wait_timeout = 60  # now beyond the budget means: wait
+        admitted = []
+        waiter = threading.Thread(target=lambda: admitted.append(b.create_session(PLAYER)))
+        waiter.start()
+        waiter.join(0.5)
+        assert waiter.is_alive() and not admitted
         first.stop()
-        second = b.create_session(PLAYER)
-        assert second.step("Pass").frame.shape == (64, 64, 3)
-    assert second.info()["state"] == "stopped"
+        waiter.join(60)
+        assert len(admitted) == 1 and admitted[0].step("Pass").frame.shape == (64, 64, 3)
+    assert admitted[0].info()["state"] == "stopped"
 
 
 def test_gpu_round_robin_reaches_the_controller():
