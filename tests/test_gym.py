@@ -1,5 +1,8 @@
 """Gymnasium envs on the real reference player (EGL, 64x64): check_env, the task callables, the vector env."""
 
+import os
+import signal
+
 import gymnasium
 import numpy as np
 import pytest
@@ -69,6 +72,12 @@ def test_task_callables_truncation_and_observations(backend):
         assert seen[:2] == [(0, "RotateRight", 90), (90, "RotateRight", 180)]
         with pytest.raises(ValueError, match="not in Discrete"):
             env.step(7)
+        # A crashed player is restarted by the Controller: the episode ends as truncated, flagged in info.
+        os.kill(env.session.info()["pid"], signal.SIGKILL)
+        obs, r, terminated, truncated, info = env.step(0)
+        assert truncated and not terminated and r == 0.0 and info["restarted"]
+        assert obs["rgb"].shape == (64, 64, 3)
+        assert env.reset()[0]["rgb"].shape == (64, 64, 3)
     finally:
         env.close()
 

@@ -22,6 +22,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from unirender.cluster.base import Resources, Session, SessionBackend, create_backend
+from unirender.errors import RestartError
 
 ENV_ID = "unirender/Unity-v0"
 
@@ -162,7 +163,15 @@ class UnityEnv(gymnasium.Env):
         if not self.action_space.contains(action):
             raise ValueError(f"action {action!r} is not in {self.action_space}")
         act = self.actions[int(action)]
-        previous, event = self.last_event, self.session.step(act)
+        previous = self.last_event
+        try:
+            event = self.session.step(act)
+        except RestartError as exc:
+            # The player (or its actor) died and a new one took over: the episode is lost, so it ends here as
+            # truncated, showing the new player's first view; the next reset() starts over.
+            self.last_event = self.session.last_event
+            info = {**self._info(self.last_event, act), "restarted": True, "error_message": str(exc)}
+            return self._observe(self.last_event), 0.0, False, True, info
         self.last_event = event
         self._elapsed += 1
         reward = float(self.reward_fn(previous, act, event)) if self.reward_fn else 0.0
