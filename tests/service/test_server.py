@@ -261,3 +261,10 @@ def test_metrics_count_steps_and_restarts(service, fifo_session):
     assert "unirender_player_restarts_total 1.0" in text
     assert "unirender_step_seconds_count" in text
     assert "Traceback" not in service.log()
+
+
+def test_one_shot_render_of_an_impossible_pose_is_422(alice):
+    episode = {"scene": "FloorPlan1", "poses": [{"position": {"x": 1000.0, "y": 0.9, "z": 1000.0}}]}
+    with pytest.raises(ServiceError) as info:
+        alice.render(episode, environment={"width": 32, "height": 32})
+    assert info.value.status == 422 and info.value.code == "episode_failed"

@@ -398,12 +398,13 @@ class ServiceApp:
         entry = self.sessions.create(owner, kwargs, body.model_dump(mode="json"), auto_restart=False)
         docs = []
         try:
-            for unit in expand_units(job):  # the jobs runner's episode driver: same frames as a job
-                for event in run_unit(entry.session, unit, body.render):
-                    if len(docs) >= MAX_RENDER_FRAMES:
-                        raise ApiError(422, "render_too_large", f"more than {MAX_RENDER_FRAMES} frames; "
-                                       "submit a job instead (POST /v1/jobs)")
-                    docs.append({"metadata": event.metadata, "frames": frames_to_record(event, body.render)})
+            with self.sessions.hold(entry) as session:
+                for unit in expand_units(job):  # the jobs runner's episode driver: same frames as a job
+                    for event in run_unit(session, unit, body.render):
+                        if len(docs) >= MAX_RENDER_FRAMES:
+                            raise ApiError(422, "render_too_large", f"more than {MAX_RENDER_FRAMES} frames; "
+                                           "submit a job instead (POST /v1/jobs)")
+                        docs.append({"metadata": event.metadata, "frames": frames_to_record(event, body.render)})
         finally:
             try:
                 self.sessions.delete(owner, entry.id, "one-shot render finished")

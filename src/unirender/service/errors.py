@@ -91,6 +91,10 @@ def from_unirender_error(exc: BaseException) -> ApiError:
         return ApiError(502, "player_error", _first_line(exc))
     if isinstance(exc, ProtocolError):
         return ApiError(502, "player_protocol_error", str(exc))
+    from unirender.jobs.episodes import EpisodeFailed
+
+    if isinstance(exc, EpisodeFailed):  # a pose or camera the player refuses: the request's own content
+        return ApiError(422, "episode_failed", str(exc))
     if isinstance(exc, PlatformError):
         return ApiError(503, "platform_unavailable", str(exc))
     return ApiError(500, "internal_error", f"{type(exc).__name__}: {exc}")

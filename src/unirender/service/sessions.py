@@ -7,6 +7,7 @@ player crashes (restart it if the session asked for that, otherwise end the sess
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -159,6 +160,18 @@ class SessionRegistry:
             self._end(entry, f"idle for more than {self.idle_timeout_s:g} s")
             self.metrics.reaped.inc()
         return [e.id for e in idle]
+
+    @contextlib.contextmanager
+    def hold(self, entry: ServiceSession):
+        """Mark a session busy while driving it directly (one-shot renders): the reaper leaves it alone."""
+        with self._lock:
+            entry.busy += 1
+        try:
+            yield entry.session
+        finally:
+            with self._lock:
+                entry.busy -= 1
+                entry.last_used = time.monotonic()
 
     # -- actions ---------------------------------------------------------------------------------------
     def step(self, owner: str, session_id: str, action: dict):
