@@ -268,3 +268,17 @@ def test_one_shot_render_of_an_impossible_pose_is_422(alice):
     with pytest.raises(ServiceError) as info:
         alice.render(episode, environment={"width": 32, "height": 32})
     assert info.value.status == 422 and info.value.code == "episode_failed"
+
+
+@pytest.mark.parametrize(("headers", "body", "status", "code"), [
+    ({"Content-Type": "application/json"}, b"{\"environment\": ", 400, "malformed_body"),
+    ({"Content-Type": "application/x-msgpack"}, b"\x92\x01", 400, "malformed_body"),
+    ({"Content-Type": "application/json"}, b"{\"pad\": \"" + b"x" * (5 * 2**20) + b"\"}", 413, "body_too_large"),
+    ({"Content-Type": "application/json", "Transfer-Encoding": "chunked"}, None, 413, "body_too_large"),
+])
+def test_malformed_and_oversized_bodies_over_http(service, headers, body, status, code):
+    if body is None:  # chunked: no Content-Length up front, the limit must still hold
+        body = iter([b"{\"pad\": \"", b"y" * (5 * 2**20), b"\"}"])
+    resp = requests.post(service.url + "/v1/sessions", data=body,
+                         headers={"Authorization": f"Bearer {ALICE}", **headers}, timeout=30)
+    assert resp.status_code == status and resp.json()["error"]["code"] == code
