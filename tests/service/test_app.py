@@ -258,3 +258,11 @@ def test_player_routes_reach_the_hub(client):
     resp = client.post("/train", data=b"metadata=%7B%7D&token=nobody",
                        headers={"Content-Type": "application/x-www-form-urlencoded"})
     assert resp.status_code == 403  # unknown player token: the hub refuses it
+
+
+def test_open_service_binds_loopback_only():
+    from unirender.service.server import loopback_unless_authenticated
+
+    assert loopback_unless_authenticated(ServiceConfig(host="0.0.0.0")).host == "127.0.0.1"
+    assert loopback_unless_authenticated(ServiceConfig(host="0.0.0.0", tokens=["t"])).host == "0.0.0.0"
+    assert loopback_unless_authenticated(ServiceConfig(host="::1")).host == "::1"

@@ -110,11 +110,17 @@ class Server:
                 pass
 
 
+def loopback_unless_authenticated(config: ServiceConfig) -> ServiceConfig:
+    """An open service (no client tokens) binds to 127.0.0.1 whatever ``host`` says, and says so."""
+    if config.auth_enabled or config.is_loopback():
+        return config
+    log.warning("no client tokens configured: binding to 127.0.0.1 instead of %s (set tokens in the config "
+                "file or UNIRENDER_TOKENS to serve other hosts)", config.host)
+    return config.model_copy(update={"host": "127.0.0.1"})
+
+
 def serve(config: ServiceConfig, *, ready_message: bool = True) -> int:
-    if not config.auth_enabled and not config.is_loopback():
-        log.warning("no client tokens configured: binding to 127.0.0.1 instead of %s (set tokens in the config "
-                    "file or UNIRENDER_TOKENS to serve other hosts)", config.host)
-        config = config.model_copy(update={"host": "127.0.0.1"})
+    config = loopback_unless_authenticated(config)
     server = Server(config)
 
     def on_signal(signum, frame):
