@@ -9,7 +9,7 @@ Measured side by side in one run on the reference player (EGL, software rasteris
 Write overhead = worker time in the job (stepping + writing, player start excluded) / pure stepping time - 1.
 Targets: overhead <= 25 % with npz; 2 workers >= 1.3x the frames/s of one.
 
-    python benchmarks/jobs.py [--frames-per-episode 32] [--episodes 6] [--size 300] [--rounds 3] [--md FILE]
+    python benchmarks/jobs.py [--frames-per-episode 48] [--episodes 8] [--size 300] [--rounds 3] [--md FILE]
 """
 
 from __future__ import annotations
@@ -89,8 +89,8 @@ def run_job(spec_doc: dict, workers: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=300)
-    parser.add_argument("--episodes", type=int, default=6)
-    parser.add_argument("--frames-per-episode", type=int, default=32)
+    parser.add_argument("--episodes", type=int, default=8)
+    parser.add_argument("--frames-per-episode", type=int, default=48)
     parser.add_argument(
         "--rounds", type=int, default=3, help="repeat the side-by-side set; best of each kept"
     )
