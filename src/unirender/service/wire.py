@@ -185,18 +185,44 @@ def encode_document(doc: dict, fmt: str) -> tuple[str, bytes | list[bytes]]:
 
 
 def _raw_frame(a: np.ndarray) -> tuple[dict, memoryview]:
-    """An array as (description, bytes) without copying when possible.
+    """An array as (description, bytes) without copying when its buffer allows.
 
     Player frames are bottom-up buffers viewed top-down (a negative row stride): their rows go out as stored,
-    with ``"flip": true``, and the client flips them back with a view, as the local Event does.
+    with ``"flip": true``. RGB views of RGBA buffers (the last axis strided over a 4th channel) go out with the
+    padding channel and ``"stored_shape"``; the client slices it off with a view. Both end as the same read-only
+    views a local Event has.
     """
-    desc = {"shape": list(a.shape), "dtype": a.dtype.str}
-    if not a.flags.c_contiguous and a.ndim >= 2 and a.strides[0] < 0 and a[::-1].flags.c_contiguous:
-        a = a[::-1]
+    desc: dict = {"shape": list(a.shape), "dtype": a.dtype.str}
+    b = a[::-1] if a.ndim >= 2 and a.strides[0] < 0 else a
+    if b is not a:
         desc["flip"] = True
-    else:
-        a = np.ascontiguousarray(a)
-    return desc, memoryview(a).cast("B")
+    if b.flags.c_contiguous:
+        return desc, memoryview(b).cast("B")
+    padded = _padded_channels(b)
+    if padded is not None:
+        desc["stored_shape"] = list(padded.shape)
+        return desc, memoryview(padded).cast("B")
+    desc.pop("flip", None)
+    return desc, memoryview(np.ascontiguousarray(a)).cast("B")
+
+
+def _padded_channels(b: np.ndarray) -> np.ndarray | None:
+    """For an (H, W, C) view whose pixels are K > C items apart in one contiguous buffer, the (H, W, K) array
+    over the same memory; None if the layout is anything else or the memory is not provably there."""
+    if b.ndim != 3 or b.strides[2] != b.itemsize or b.strides[1] <= b.shape[2] * b.itemsize:
+        return None
+    k, rem = divmod(b.strides[1], b.itemsize)
+    if rem or b.strides[0] != b.shape[1] * b.strides[1]:
+        return None
+    root = b
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if not root.flags.c_contiguous:
+        return None
+    offset = b.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    if offset < 0 or offset + b.shape[0] * b.strides[0] > root.nbytes:
+        return None
+    return np.ndarray((b.shape[0], b.shape[1], k), dtype=b.dtype, buffer=root, offset=offset)
 
 
 def _encode_msgpack(doc: dict) -> bytes:
@@ -281,8 +307,15 @@ def decode_document(content_type: str | None, body: bytes) -> dict:
             raise WireError(f"malformed msgpack response: {exc}") from None
 
         def load(d: dict) -> np.ndarray:
-            arr = _array_from("raw", d["data"], d["shape"], d["dtype"])
-            return arr[::-1] if d.get("flip") else arr
+            stored = d.get("stored_shape") or d["shape"]
+            arr = _array_from("raw", d["data"], stored, d["dtype"])
+            if d.get("flip"):
+                arr = arr[::-1]
+            if list(stored) != list(d["shape"]):  # padding channels on the wire: a view without them
+                arr = arr[..., : d["shape"][-1]]
+            if list(arr.shape) != list(d["shape"]):
+                raise WireError(f"frame shape {arr.shape} differs from the declared {tuple(d['shape'])}")
+            return arr
 
         return _map_frame_dicts(doc, load)
     if mime == JSON:
