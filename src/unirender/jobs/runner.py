@@ -318,7 +318,8 @@ class JobRunner:
                                 f"player failed {attempts} times on this episode "
                                 f"(max_episode_retries={self.spec.max_episode_retries}); last: {exc}"
                             ) from exc
-                        self.reporter.log(f"worker {wid}: player lost in {unit.id} ({exc}); redoing it")
+                        cause = (str(exc).splitlines() or [type(exc).__name__])[0]  # not the log tail
+                        self.reporter.log(f"worker {wid}: player lost in {unit.id} ({cause}); redoing it")
                         self.reporter.worker(wid, f"{unit.id}: redoing after a player crash")
                 with self._lock:
                     self._units_done += 1
