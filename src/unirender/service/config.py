@@ -31,7 +31,7 @@ class Limits(BaseModel):
     total_players: int = Field(8, ge=1, description="player processes (sessions + running jobs) at once")
     body_bytes: int = Field(4 * 2**20, ge=1024, description="largest client request body")
     pixels: int = Field(2048 * 2048, ge=1, description="largest width x height of a session or job")
-    steps_per_second: float = Field(240.0, gt=0, description="per session; bursts of one second allowed")
+    steps_per_second: float = Field(1000.0, gt=0, description="per session; bursts of one second allowed")
     jobs_per_token: int = Field(2, ge=1, description="running jobs per token")
 
 
