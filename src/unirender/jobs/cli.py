@@ -49,6 +49,12 @@ def _run(spec, args) -> int:
     except UnirenderError as exc:
         print(f"unirender: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(
+            "unirender: interrupted; finished episodes are kept: run the same command to resume",
+            file=sys.stderr,
+        )
+        return 130
     print(format_summary(result))
     return 0
 

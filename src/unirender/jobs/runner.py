@@ -302,6 +302,8 @@ class JobRunner:
             while (unit := self._next_unit()) is not None:
                 attempts = 0
                 while True:
+                    if self._stopping():  # e.g. Ctrl-C, which also reached the players
+                        raise _Cancelled
                     if player is None:
                         self.reporter.worker(wid, "starting player")
                         player = self._open_player(kwargs)
