@@ -236,7 +236,9 @@ class Controller:
             scene = sorted(scenes)[0]
         if scenes is not None and scene not in scenes and f"{scene}_physics" in scenes:
             scene = f"{scene}_physics"  # FloorPlanN -> FloorPlanN_physics, as 5.0.0 does
-        if scenes is not None and scene not in scenes:
+        # A scene file (the reference player loads scenes by path) is not in the build's list by nature.
+        is_path = "/" in scene or scene.endswith((".yaml", ".yml", ".json"))
+        if scenes is not None and scene not in scenes and not is_path:
             raise ValueError(f"scene {scene!r} is not in the build; it has {scenes}")
         self._exchange({"action": "Reset", "sceneName": scene, "sequenceId": 0}, True)
         self.scene = scene

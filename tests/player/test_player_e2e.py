@@ -57,10 +57,8 @@ def scene_path(tmp_path_factory):
 
 
 def load(controller, path, **init):
-    """Reset to a scene file and Initialize (the Controller validates scene names against GetScenesInBuild,
-    so a path goes through a plain Reset step)."""
-    controller.step(action="Reset", sceneName=path, sequenceId=0)
-    return controller.step(action="Initialize", raise_for_failure=True, **init)
+    """Reset to a scene file and Initialize: a path is accepted although it is not in GetScenesInBuild."""
+    return controller.reset(path, **init)
 
 
 def start(server, scene_path, tmp_path_factory, **kwargs):
