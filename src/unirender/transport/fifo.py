@@ -42,8 +42,6 @@ class FifoServer(Transport):
         self._write_fd: int | None = None
         self._connected = False  # the player has written at least one byte to server.pipe
         self._decoder = FifoDecoder(max_frame_size) if max_frame_size else FifoDecoder()
-        self._buffer = bytearray(_READ_CHUNK)
-        self._view = memoryview(self._buffer)
         self._pending: deque = deque()
 
     # -- lifecycle ------------------------------------------------------------------------------------------
@@ -147,7 +145,7 @@ class FifoServer(Transport):
         poller.register(self._read_fd, select.POLLIN)
         if self._pidfd is not None:
             poller.register(self._pidfd, select.POLLIN)
-        fd, view, decoder = self._read_fd, self._view, self._decoder
+        fd, decoder = self._read_fd, self._decoder
         while not self._pending:
             wait = remaining(deadline)
             if self._pidfd is None and self.process is not None:
@@ -159,14 +157,15 @@ class FifoServer(Transport):
                     readable = True
             if readable:
                 try:
-                    n = os.readv(fd, [view])
+                    # Large image bodies are read straight into their final buffer (no intermediate copy).
+                    n = os.readv(fd, [decoder.get_buffer()])
                 except BlockingIOError:
                     continue
                 if n == 0:  # every writer is gone: the player closed the pipe, almost always by dying
                     self._on_eof()
                 self._connected = True
                 try:
-                    self._pending.extend(decoder.feed(view[:n]))
+                    self._pending.extend(decoder.buffer_updated(n))
                 except ProtocolError as exc:
                     raise type(exc)(f"{exc} (garbage on server.pipe from {self._who()})") from exc
                 continue
@@ -183,12 +182,12 @@ class FifoServer(Transport):
         """After the child's exit: queue any complete message still in the pipe. True if one was queued."""
         while True:
             try:
-                n = os.readv(self._read_fd, [self._view])
+                n = os.readv(self._read_fd, [self._decoder.get_buffer()])
             except BlockingIOError:  # a grandchild still holds the write end: nothing more is coming from it
                 return bool(self._pending)
             if n == 0:
                 return bool(self._pending)
-            self._pending.extend(self._decoder.feed(self._view[:n]))
+            self._pending.extend(self._decoder.buffer_updated(n))
 
     def _on_eof(self):
         truncated = ""
