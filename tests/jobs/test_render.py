@@ -299,3 +299,36 @@ def test_cancel_stops_after_the_current_frame_and_the_job_resumes(tmp_path, refe
     result = render(spec)
     assert not result.cancelled and result.frames == SMALL_JOB_FRAMES
     assert_same_frames(dataset_frames(tmp_path / "x"), reference_frames)
+
+
+def test_ctrl_c_stops_the_job_and_its_players(tmp_path):
+    out = tmp_path / "i"
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(small_job(out, fmt="png")))
+    proc = subprocess.Popen(
+        [*CLI, "render", str(job)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while (
+            proc.poll() is None and time.monotonic() < deadline and not any(out.glob("frames/*/*.frame.png"))
+        ):
+            time.sleep(0.01)
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "run the same command to resume" in err and "Traceback" not in err
+    with pytest.raises(ProcessLookupError):  # nothing of the job's process group is left
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            os.killpg(proc.pid, 0)
+            time.sleep(0.05)
+    assert not [p.relative_to(out) for p in out.rglob("*") if TEMP_MARK in p.name], err

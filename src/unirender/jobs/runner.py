@@ -125,6 +125,8 @@ class JobRunner:
         self.progress = progress
         self.cancel = cancel or threading.Event()  # the caller's: set means "stop, the job is cancelled"
         self._stop = threading.Event()  # ours: set on cancel or on a failure, workers stop after their frame
+        self._workers_done = threading.Event()
+        self._workers_running = 0
         self.backend = backend
         self.player_factory = player_factory
         self._lock = threading.Lock()
@@ -246,17 +248,20 @@ class JobRunner:
                     threading.Thread(target=self._worker, args=(w, kwargs), name=f"unirender-render-{w}")
                     for w in range(n)
                 ]
+                self._workers_running = n
                 for t in threads:
                     t.start()
+                # Wait on an Event, not Thread.join: on Python 3.11 a Ctrl-C inside join() marks a running
+                # thread as stopped (the bpo-45274 fix), and a later join() returns while it still writes.
                 try:
-                    for t in threads:
-                        while t.is_alive():
-                            t.join(0.2)
+                    while not self._workers_done.wait(0.5):
+                        pass
                 except KeyboardInterrupt:
                     self._stop.set()
-                    for t in threads:
-                        t.join()
+                    self._workers_done.wait()
                     raise
+                for t in threads:
+                    t.join()
         finally:
             self.reporter.stop()
             if resolution is not None:
@@ -335,6 +340,10 @@ class JobRunner:
         finally:
             if player is not None:
                 self._close_player(player)
+            with self._lock:
+                self._workers_running -= 1
+                if self._workers_running == 0:
+                    self._workers_done.set()
 
     def _run_unit(self, wid: int, player, unit: WorkUnit, counted_totals: set[str]) -> dict[str, Any]:
         render = self.spec.render
