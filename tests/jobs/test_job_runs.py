@@ -18,8 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-
-from conftest import (
+from job_helpers import (
     SMALL_JOB_FRAMES,
     assert_same_frames,
     dataset_frames,
@@ -27,6 +26,7 @@ from conftest import (
     player_pids,
     small_job,
 )
+
 from unirender.jobs import JobError, load_dataset, render
 from unirender.jobs.atomic import TEMP_MARK
 from unirender.jobs.progress import Reporter
