@@ -172,10 +172,25 @@ def test_killed_player_fails_only_its_own_session(bob, fifo_session):
         restarting = bob.session({"width": 32, "height": 32}, auto_restart=True)
         one_shot = bob.session({"width": 32, "height": 32})
         restarting.step("Pass")
-        os.kill(restarting.info()["pid"], signal.SIGKILL)
-        with pytest.raises(RestartError) as info:
-            restarting.step("RotateRight")
-        assert info.value.status == 502 and info.value.code == "player_restarted"
+        # Mid-step: freeze the player, send a step (it waits on the player), then kill the player.
+        pid = restarting.info()["pid"]
+        os.kill(pid, signal.SIGSTOP)
+        in_flight: list[BaseException] = []
+
+        def step_in_flight():
+            try:
+                restarting.step("RotateRight")
+            except BaseException as exc:  # noqa: BLE001 - asserted below
+                in_flight.append(exc)
+
+        stepping = threading.Thread(target=step_in_flight)
+        stepping.start()
+        time.sleep(0.5)
+        assert stepping.is_alive()  # the request is waiting on the frozen player
+        os.kill(pid, signal.SIGKILL)
+        stepping.join(60)
+        assert len(in_flight) == 1 and isinstance(in_flight[0], RestartError), in_flight
+        assert in_flight[0].status == 502 and in_flight[0].code == "player_restarted"
         assert restarting.step("RotateRight").metadata["lastActionSuccess"]
         assert restarting.info()["restarts"] == 1
 
