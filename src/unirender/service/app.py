@@ -127,7 +127,8 @@ class ServiceApp:
             steps_per_second=config.limits.steps_per_second,
             idle_timeout_s=config.idle_timeout_s,
         )
-        self.jobs = JobManager(slots=self.slots, metrics=self.metrics, jobs_per_token=config.limits.jobs_per_token)
+        self.jobs = JobManager(slots=self.slots, metrics=self.metrics, jobs_per_token=config.limits.jobs_per_token,
+                               backend=backend)  # job players live where sessions do (local or Ray)
         self.reaper = IdleReaper(self.sessions, config.reap_interval_s)
         self._tokens = {token: name for name, token in config.tokens.items()}
         self._draining = False
