@@ -120,3 +120,27 @@ def test_two_messages_in_one_write_are_both_delivered(server):
     assert bytes(first.files["image"][0]) == IMAGE
     again = server.receive(timeout=5)
     assert bytes(again.files["image"][0]) == IMAGE[::-1]
+
+
+def test_start_sweeps_pipe_dirs_left_by_dead_owners(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    from unirender.transport.fifo import FIFO_DIR_PREFIX, FifoServer
+
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_dir = tmp_path / f"{FIFO_DIR_PREFIX}{int(dead.stdout)}-abc"
+    live_dir = tmp_path / f"{FIFO_DIR_PREFIX}{os.getppid()}-def"
+    for d in (dead_dir, live_dir):
+        d.mkdir()
+        os.mkfifo(d / "server.pipe")
+    server = FifoServer()
+    server.start()
+    try:
+        assert not dead_dir.exists()
+        assert live_dir.exists()
+        assert os.path.dirname(server.tmp_dir) == str(tmp_path)
+    finally:
+        server.stop()
+    assert live_dir.exists()  # stop() removes only its own dir

@@ -27,6 +27,43 @@ _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 _OPEN_RETRY_S = 0.002
 
 
+FIFO_DIR_PREFIX = "unirender-fifo-"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_fifo_dirs(base: str | None = None) -> list[str]:
+    """Remove pipe dirs whose owner (the pid in the name) is dead.
+
+    ``stop()`` removes a server's own dir; only an owner killed outright (SIGKILL, OOM, a Ray actor killed with
+    its node) leaves one behind. The next server to start on the machine sweeps those up.
+    """
+    base = base or tempfile.gettempdir()
+    removed = []
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return removed
+    for name in names:
+        if not name.startswith(FIFO_DIR_PREFIX):
+            continue
+        pid_text = name[len(FIFO_DIR_PREFIX) :].split("-", 1)[0]
+        if not pid_text.isdigit() or _pid_alive(int(pid_text)):
+            continue
+        path = os.path.join(base, name)
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
 class FifoServer(Transport):
     """Python's end of the FIFO transport for one player."""
 
@@ -48,7 +85,8 @@ class FifoServer(Transport):
     def start(self) -> None:
         if self.tmp_dir is not None:
             return
-        self.tmp_dir = tempfile.mkdtemp(prefix="unirender-fifo-")
+        remove_stale_fifo_dirs()
+        self.tmp_dir = tempfile.mkdtemp(prefix=f"{FIFO_DIR_PREFIX}{os.getpid()}-")
         try:
             self.server_pipe_path = os.path.join(self.tmp_dir, "server.pipe")
             self.client_pipe_path = os.path.join(self.tmp_dir, "client.pipe")
