@@ -9,3 +9,12 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 if not os.environ.get("XDG_RUNTIME_DIR"):
     os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="unirender-xdg-")
     os.chmod(os.environ["XDG_RUNTIME_DIR"], 0o700)
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _player_logs_in_pytest_tmp(tmp_path_factory):
+    """Player logs of the whole run go under pytest's temp dir (pytest keeps the last three runs), not into
+    the user's ~/.unirender/log."""
+    os.environ.setdefault("UNIRENDER_LOG_DIR", str(tmp_path_factory.mktemp("player-logs")))
