@@ -137,3 +137,13 @@ def test_an_existing_x_server_is_asked_what_it_renders_with(foreign_xvfb):
         assert r.env == {"DISPLAY": f"{foreign_xvfb}.0"} and r.virtual_display is None
         assert r.device.api == "glx" and "llvmpipe" in r.device.name  # GL_RENDERER through GLX
         assert r.device.software is True and r.device.kind == "cpu"
+
+
+def test_auto_with_an_explicit_x_display_means_linux64_on_it(xvfb_two_screens):
+    """Vulkan (lavapipe) is usable here, yet asking for a display must not yield CloudRendering without it."""
+    with resolve(PlatformRequest(system="Linux", x_display=xvfb_two_screens.display)) as r:
+        assert r.name == "Linux64" and r.env == {"DISPLAY": f"{xvfb_two_screens.display}.0"}
+        assert r.virtual_display is None and [c.label for c in r.candidates] == ["Linux64"]
+    with pytest.raises(PlatformError) as info:  # a bad display is an error, not a silent fall-back
+        resolve(PlatformRequest(system="Linux", x_display=":4999"))
+    assert "X4999 is unreachable" in str(info.value) and "CloudRendering" not in str(info.value)

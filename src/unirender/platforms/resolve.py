@@ -1,7 +1,8 @@
 """Choosing a platform: ordered candidates, each with its verdict and reasons, and one clear error.
 
 Policy for ``platform="auto"`` on Linux: CloudRendering when a Vulkan device exists, else Linux64 on a valid
-X screen, else (if allowed) Linux64 on a virtual display unirender starts. The builtin reference player
+X screen, else (if allowed) Linux64 on a virtual display unirender starts; an explicit ``x_display`` means Linux64
+on that display only. The builtin reference player
 tries EGL first (no X, fast start). macOS: OSXIntel64. Explicit platforms are honoured or fail with their
 own reasons. Candidates after the chosen one are not probed (listed as "not evaluated").
 """
@@ -137,6 +138,10 @@ def auto_order(request: PlatformRequest) -> list[Platform]:
         return [OSXIntel64()]
     if request.system != "Linux":
         return []
+    if request.x_display is not None:
+        # Asking for an X display asks for Linux64 on it (what AI2-THOR's x_display means); it is checked alone,
+        # never silently traded for CloudRendering, EGL or a virtual display.
+        return [Linux64()]
     order: list[Platform] = [CloudRendering(), Linux64()]
     return [EGL(), *order] if request.builtin else order
 
