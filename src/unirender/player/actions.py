@@ -68,7 +68,11 @@ def _number(name: str, value) -> float:
 
 
 def _integer(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or (isinstance(value, float) and not value.is_integer())  # also NaN and infinities
+    ):
         raise ActionFailure(f"{name} must be an integer, got {value!r}")
     return int(value)
 
