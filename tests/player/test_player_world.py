@@ -91,7 +91,11 @@ def test_rotation_look_limits_and_teleport(session):
         ({"action": "Initialize", "agentMode": "arm"}, "InvalidArgument", "agentMode"),
         ({"action": "Pass", "agentId": 3}, "InvalidArgument", "agentId"),
         ({"action": "Pass", "agentId": float("inf")}, "InvalidArgument", "agentId"),  # JSON's Infinity
-        ({"action": "UpdateThirdPartyCamera", "thirdPartyCameraId": float("nan")}, "InvalidArgument", "integer"),
+        (
+            {"action": "UpdateThirdPartyCamera", "thirdPartyCameraId": float("nan")},
+            "InvalidArgument",
+            "integer",
+        ),
         ({"action": "Reset", "sceneName": "/no/such/scene.yaml"}, "InvalidArgument", "unknown scene"),
         ({"action": "UpdateThirdPartyCamera", "thirdPartyCameraId": 0}, "InvalidArgument", "does not exist"),
     ],
