@@ -155,6 +155,47 @@ def test_vector_env_over_ray(backend):
     assert backend.sessions() == []
 
 
+def test_service_serves_sessions_renders_and_jobs_from_ray(tmp_path):
+    """``backend: ray`` in the service: FIFO and WSGI sessions (a Ray actor's player cannot reach the service's
+    hub: its Controller serves it on the actor's node), msgpack frames, one-shot render, a job."""
+    from werkzeug.test import Client as HttpClient
+
+    from unirender.service import create_app, wire
+    from unirender.service.config import ServiceConfig
+
+    app = create_app(ServiceConfig(data_root=tmp_path, port=0),  # port 0: no hub, as before `serve` binds
+                     backend=create_backend("ray", start_timeout=60, step_timeout=60))
+    http = HttpClient(app)
+    try:
+        for transport in ("fifo", "wsgi"):
+            env = {"width": 48, "height": 32, "platform": "EGL", "transport": transport}
+            resp = http.post("/v1/sessions", json={"environment": env})
+            assert resp.status_code == 201, resp.get_data(as_text=True)
+            info = resp.get_json()
+            assert info["backend"] == "ray" and info["server_type"].lower() == transport
+            resp = http.post(f"/v1/sessions/{info['id']}/step", json={"action": "RotateRight"},
+                             headers={"Accept": wire.MSGPACK})
+            assert resp.status_code == 200, resp.get_data(as_text=True)
+            doc = wire.decode_document(resp.content_type, resp.get_data())
+            assert doc["frames"]["frame"].shape == (32, 48, 3) and doc["metadata"]["lastActionSuccess"]
+            assert http.delete(f"/v1/sessions/{info['id']}").status_code == 204
+            assert process_gone(info["pid"])
+        resp = http.post("/v1/render", json={"environment": {"width": 32, "height": 24, "platform": "EGL"},
+                                             "episode": {"scene": "FloorPlan1", "actions": ["RotateRight"]}})
+        assert resp.status_code == 200 and len(wire.decode_document(resp.content_type, resp.get_data())["events"]) == 2
+        resp = http.post("/v1/jobs", json={"environment": {"width": 32, "height": 24, "platform": "EGL"},
+                                           "episodes": [{"scene": "FloorPlan1", "actions": ["Pass"]}],
+                                           "output": {"directory": "ray-job"}})
+        assert resp.status_code == 202, resp.get_data(as_text=True)
+        job = app.jobs.get("anonymous", resp.get_json()["id"])
+        job.thread.join(60)
+        assert job.describe()["state"] == "succeeded", job.describe()
+        assert (tmp_path / "anonymous" / "ray-job" / "manifest.json").is_file()
+    finally:
+        app.shutdown(timeout=30)
+    assert app.backend.sessions() == []
+
+
 def test_node_removal_moves_the_session_to_another_node(cluster, backend):
     spare = cluster.add_node(num_cpus=1, resources={"display": 2}, object_store_memory=STORE)
     cluster.wait_for_nodes()

@@ -103,7 +103,8 @@ class RaySession(Session):
                 self._backend._forget(self)
 
     def _placement_info(self) -> dict:
-        keys = ("node", "node_ip", "actor_pid", "gpu_ids", "platform", "device", "software_device", "pid")
+        keys = ("node", "node_ip", "actor_pid", "gpu_ids", "platform", "device", "software_device", "pid",
+                "server_type")
         return {k: self._placed.get(k) for k in keys}
 
     # -- internals ---------------------------------------------------------------------------------------

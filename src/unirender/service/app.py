@@ -277,6 +277,10 @@ class ServiceApp:
         kwargs["max_restarts"] = max(1, env.max_restarts) if auto_restart else 0
         if scene:
             kwargs["scene"] = scene
+        if env.transport == "wsgi" and getattr(self.backend, "name", "local") != "local":
+            # A player in a Ray actor (maybe on another node) cannot reach this process's hub, and the hub
+            # cannot travel to the actor: its Controller serves the player on a port of its own there.
+            return kwargs
         if env.transport == "wsgi":
             if self.hub is None:
                 raise ApiError(503, "transport_unavailable", "this service cannot serve WSGI players")
