@@ -266,3 +266,19 @@ def test_open_service_binds_loopback_only():
     assert loopback_unless_authenticated(ServiceConfig(host="0.0.0.0")).host == "127.0.0.1"
     assert loopback_unless_authenticated(ServiceConfig(host="0.0.0.0", tokens=["t"])).host == "0.0.0.0"
     assert loopback_unless_authenticated(ServiceConfig(host="::1")).host == "::1"
+
+
+def test_backend_and_its_options_come_from_the_config(tmp_path):
+    path = tmp_path / "service.yaml"
+    path.write_text("backend: local\nbackend_options: {max_sessions: 3, gpus: [0, 1]}\n")
+    app = create_app(load_config(path, data_root=str(tmp_path)), start=False)
+    try:
+        assert app.backend.name == "local" and app.jobs.backend is app.backend
+        assert app.backend.placement.max_sessions == 3 and app.backend.placement.gpus == [0, 1]
+    finally:
+        app.shutdown(timeout=5)
+    path.write_text("backend: kubernetes\n")
+    with pytest.raises(ValueError, match="backend"):
+        load_config(path)
+    with pytest.raises(ValueError, match="backend_options for 'local'.*bogus"):
+        create_app(ServiceConfig(data_root=tmp_path, backend_options={"bogus": 1}), start=False)

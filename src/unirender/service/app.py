@@ -17,6 +17,7 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
+from unirender.errors import SpecError
 from unirender.service import wire
 from unirender.service.config import ANONYMOUS, ServiceConfig
 from unirender.service.errors import ApiError, from_http_exception, from_unirender_error
@@ -116,7 +117,10 @@ class ServiceApp:
         if backend is None:
             from unirender.cluster import create_backend
 
-            backend = create_backend(config.backend)
+            try:
+                backend = create_backend(config.backend, **config.backend_options)
+            except (TypeError, ValueError) as exc:  # an option the backend lacks, or a bad value
+                raise SpecError(f"invalid service config: backend_options for {config.backend!r}: {exc}") from exc
         self.backend = backend
         self.hub = player_hub
         self.sessions = SessionRegistry(

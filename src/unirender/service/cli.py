@@ -32,4 +32,8 @@ def run(args: argparse.Namespace) -> int:
     except SpecError as exc:
         print(f"unirender serve: {exc}")
         return 2
-    return serve(config)
+    try:
+        return serve(config)
+    except SpecError as exc:  # e.g. backend_options the backend does not take
+        print(f"unirender serve: {exc}")
+        return 2

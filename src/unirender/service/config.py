@@ -11,6 +11,7 @@ import json
 import os
 import tomllib
 from pathlib import Path
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -42,7 +43,12 @@ class ServiceConfig(BaseModel):
     port: int = Field(8200, ge=0, le=65535)
     tokens: dict[str, str] = Field(default_factory=dict, description="name -> bearer token")
     data_root: Path = Field(Path("unirender-data"), description="job outputs and session logs go here only")
-    backend: str = Field("local", description="session backend: local | ray")
+    backend: Literal["local", "ray"] = Field("local", description="session backend: local | ray")
+    backend_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="keyword options of the backend: local (max_sessions, gpus, sessions_per_gpu, ...), "
+        "ray (address, max_restarts, wait_timeout, ...); see docs/cluster.md",
+    )
     allowed_executables: list[str] = Field(
         default_factory=lambda: ["builtin"], description="executables a client may ask for"
     )
