@@ -176,6 +176,41 @@ def test_third_party_camera_sees_what_its_pose_implies(controller, home):
         assert len(frames) == 1 and frames[0].shape[:2] == (SIZE, SIZE)
 
 
+def test_update_third_party_camera_moves_its_view(controller, home):
+    if not home.metadata["thirdPartyCameras"]:
+        controller.step("AddThirdPartyCamera", position={"x": 1.0, "y": 2.5, "z": 2.0}, rotation={"x": 90, "y": 0, "z": 0},
+                        fieldOfView=60)  # fmt: skip
+        controller.step("Pass")
+    try:
+        # 1.8 m to the left, over the gap between the two mugs; rotation and field of view stay
+        event = controller.step(
+            "UpdateThirdPartyCamera", thirdPartyCameraId=0, position={"x": -0.8, "y": 2.5, "z": 2.0}
+        )
+        assert event.metadata["lastActionSuccess"], event.metadata["errorMessage"]
+        cam = event.metadata["thirdPartyCameras"][0]
+        assert cam["position"] == {"x": -0.8, "y": 2.5, "z": 2.0}
+        assert cam["rotation"]["x"] == 90.0 and cam["fieldOfView"] == 60.0
+        masks = event.third_party_instance_masks[0]
+        assert BOX_ID not in masks  # 1.8 m to the side now: out of a 60 degree view from 1.5 m above it
+        left, right = (np.flatnonzero(masks[mug].any(axis=0)) for mug in MUG_IDS)
+        # the mugs' top rims (y 0.45), 2.05 m below, reach 0.3 m either side: f * 0.3 / 2.05 = 38 px off centre
+        outer = (SIZE / 2) / math.tan(math.radians(30)) * 0.3 / 2.05
+        assert left.min() == pytest.approx(SIZE / 2 - outer, abs=1.5)
+        assert right.max() + 1 == pytest.approx(SIZE / 2 + outer, abs=1.5)
+        assert left.max() < SIZE // 2 <= right.min()
+        floor_depth = event.third_party_depth_frames[0][SIZE // 2, SIZE // 2]
+        assert floor_depth == pytest.approx(2.5, rel=0.01)  # the floor between the mugs
+        # the camera moved left since its previous frame: the floor it sees moved right in the image
+        flow = decode_flow(event.third_party_flow_frames[0])
+        assert np.median(flow[..., 0]) > 10 and np.abs(np.median(flow[..., 1])) < 1.5
+        still = controller.step("Pass")
+        assert not decode_flow(still.third_party_flow_frames[0]).any()
+    finally:
+        controller.step(
+            "UpdateThirdPartyCamera", thirdPartyCameraId=0, position={"x": 1.0, "y": 2.5, "z": 2.0}
+        )
+
+
 def test_collisions_fail_the_move(controller, home):
     event = controller.step("Teleport", position={"x": 0, "y": 0.9, "z": 2.6})
     assert event.metadata["lastActionSuccess"], event.metadata["errorMessage"]

@@ -61,6 +61,11 @@ def test_rotation_look_limits_and_teleport(session):
     assert run(session, action="LookDown", degrees=60)["agent"]["cameraHorizon"] == 60.0
     meta = run(session, action="LookDown")
     assert not meta["lastActionSuccess"] and "beyond 60" in meta["errorMessage"]
+    assert run(session, action="LookUp", degrees=60)["agent"]["cameraHorizon"] == 0.0
+    assert run(session, action="LookUp")["agent"]["cameraHorizon"] == -30.0  # 30 degrees by default
+    meta = run(session, action="LookUp", degrees=1)
+    assert not meta["lastActionSuccess"] and "beyond 30" in meta["errorMessage"]
+    assert meta["agent"]["cameraHorizon"] == -30.0
     meta = run(session, action="TeleportFull", position={"x": -1, "y": 0.9, "z": -1}, rotation={"y": 180},
                horizon=-30, standing=False)  # fmt: skip
     assert meta["lastActionSuccess"], meta["errorMessage"]
@@ -115,6 +120,12 @@ def test_a_crashing_handler_becomes_an_error_result(session, monkeypatch):
     meta = run(session, action="Pass")
     assert not meta["lastActionSuccess"] and "ZeroDivisionError" in meta["errorMessage"]
     assert run(session, action="RotateRight")["lastActionSuccess"]  # still alive
+
+
+def test_change_quality_accepts_unity_quality_names(session):
+    for name in ("Very Low", "MediumCloseFitShadows", "High WebGL", "Ultra"):
+        assert run(session, action="ChangeQuality", quality=name)["lastActionSuccess"], name
+        assert session.quality == name
 
 
 def test_initialize_returns_planes_and_settings_reset_on_reset(session):
