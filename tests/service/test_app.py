@@ -128,6 +128,9 @@ def test_unknown_route_and_method_are_json(client):
         ("application/x-msgpack", b"\xc1\xc1\xc1", 400, "malformed_body"),
         ("application/x-msgpack", msgpack.packb([1, 2]), 400, "malformed_body"),
         ("text/plain", b"hello", 415, "unsupported_media_type"),
+        ("application/json", b"[" * 4000, 400, "malformed_body"),  # beyond Python's recursion limit
+        ("application/json", b'{"a": ' * 100 + b"1" + b"}" * 100, 400, "malformed_body"),
+        ("application/x-msgpack", b"\x81\xa1a" * 100 + b"\x01", 400, "malformed_body"),
     ],
 )
 def test_malformed_bodies(client, content_type, body, status, code):

@@ -52,7 +52,7 @@ def decode_request_body(content_type: str | None, body: bytes) -> dict:
     if mime in (JSON, "text/json") or mime.endswith("+json"):
         try:
             value = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise WireError(f"malformed JSON body: {exc}") from None
     elif mime in (MSGPACK, "application/msgpack"):
         try:
@@ -63,7 +63,21 @@ def decode_request_body(content_type: str | None, body: bytes) -> dict:
         raise UnsupportedMediaType(f"unsupported request Content-Type {mime!r}; use {JSON} or {MSGPACK}")
     if not isinstance(value, dict):
         raise WireError(f"the request body must be an object, not {type(value).__name__}")
+    _check_depth(value)
     return value
+
+
+MAX_DEPTH = 64  # nesting a request body may have; deeper ones would only serve to exhaust the stack later
+
+
+def _check_depth(value: object) -> None:
+    level = [value]
+    for _ in range(MAX_DEPTH):
+        level = [v for c in level for v in (c.values() if isinstance(c, dict) else c)
+                 if isinstance(v, dict | list)]
+        if not level:
+            return
+    raise WireError(f"the request body is nested more than {MAX_DEPTH} levels deep")
 
 
 def encode_request_body(doc: dict) -> tuple[str, bytes]:
