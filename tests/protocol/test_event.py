@@ -397,3 +397,22 @@ def test_any_size_decodes_to_what_was_encoded(width, height, channels, seed):
     np.testing.assert_array_equal(event.frame, rgb[..., :3])
     np.testing.assert_array_equal(event.depth_frame, depth)
     np.testing.assert_array_equal(event.normals_frame, rgb)
+
+
+def test_a_dropped_event_frees_its_buffers_without_the_cyclic_gc():
+    """No reference cycle per event: each step's image buffers (MiB at 1024x1024) go as soon as the next event
+    replaces the last one, not whenever the cyclic garbage collector happens to run."""
+    import gc
+    import weakref
+
+    body = np.frombuffer(wire(rgba()), np.uint8).copy()  # an ndarray can be weakly referenced, bytes cannot
+    alive = weakref.ref(body)
+    payload = Payload({"agents": [agent_meta()], "sequenceId": 0}, {"image": [memoryview(body)]})
+    event = build_event(payload)
+    assert event.frame.shape == (H, W, 3) and event.events == [event]
+    gc.disable()
+    try:
+        del body, payload, event
+        assert alive() is None
+    finally:
+        gc.enable()

@@ -136,7 +136,6 @@ class Event:
         self._third_party = third_party_images or {}
         self._decoded: dict[str, object] = {}
         self._derived: dict[str, object] = {}
-        self.events = [self]  # same API as MultiAgentEvent
         if self._images or self._third_party:
             width, height = screen_size(self.metadata)
             for field, buf in self._images.items():
@@ -221,6 +220,12 @@ class Event:
     third_party_semantic_segmentation_frames = _third_party_property(
         "third_party_semantic_segmentation_frames", "Class colors per camera."
     )
+
+    @property
+    def events(self) -> list[Event]:
+        """``[self]``: the same API as :class:`MultiAgentEvent`. A property, not an attribute: ``[self]`` stored on
+        the event would be a reference cycle that keeps every step's image buffers alive until the cyclic GC."""
+        return [self]
 
     @property
     def flows_frame(self):
