@@ -30,6 +30,7 @@ from job_helpers import (
 from unirender.jobs import JobError, load_dataset, render
 from unirender.jobs.atomic import TEMP_MARK
 from unirender.jobs.progress import Reporter
+from unirender.player.encode import decode_flow
 
 CLI = [sys.executable, "-m", "unirender.cli"]
 
@@ -87,6 +88,11 @@ def test_events_read_back_carry_metadata_and_modalities(png_dataset):
     assert last.frame.shape == (64, 64, 3) and last.depth_frame.dtype == np.float32
     assert len(last.third_party_camera_frames) == 1
     assert set(dataset.records[0]) >= {"unit", "episode", "repeat", "scene", "index", "files", "metadata"}
+    # flow_policy previous_step: an action episode starts with zero flow; a pose episode's first pose is
+    # measured against the scene's start pose (here 1.5 m away and turned 90 degrees)
+    assert not decode_flow(events[0].flow_frame).any()
+    first_pose = events[SMALL_JOB_FRAMES - 2]
+    assert first_pose.metadata["lastAction"] == "TeleportFull" and decode_flow(first_pose.flow_frame).any()
 
 
 def test_png16_depth_is_within_a_millimetre(tmp_path, reference_frames):

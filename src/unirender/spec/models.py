@@ -161,7 +161,8 @@ class RenderSpec(_Strict):
     flow_policy: Literal["previous_step"] | None = Field(
         None,
         description="what optical flow is measured against; 'previous_step': the frame the player rendered "
-        "for the previous step of the episode (the first frame of an episode has zero flow)",
+        "for the previous step of the episode (actions: the first frame, right after the reset, has zero flow; "
+        "poses and generators: the first pose is measured against the scene's start pose)",
     )
 
     @field_validator("modalities")
