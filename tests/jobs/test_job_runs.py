@@ -338,3 +338,21 @@ def test_ctrl_c_stops_the_job_and_its_players(tmp_path):
             os.killpg(proc.pid, 0)
             time.sleep(0.05)
     assert not [p.relative_to(out) for p in out.rglob("*") if TEMP_MARK in p.name], err
+
+
+def test_render_command_out_workers_and_no_resume(tmp_path, capsys):
+    from unirender.cli import main
+
+    spec = small_job(tmp_path / "spec-dir", fmt="npz")
+    spec["episodes"] = [{"scene": "FloorPlan1_physics", "actions": ["MoveAhead"]}]
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump(spec))
+    spec["episodes"][0]["actions"] = ["RotateLeft"]
+    (tmp_path / "b.yaml").write_text(yaml.safe_dump(spec))
+    out = str(tmp_path / "elsewhere")
+    assert main(["render", str(tmp_path / "a.yaml"), "--out", out, "--workers", "1", "--quiet"]) == 0
+    assert not (tmp_path / "spec-dir").exists()  # --out wins over output.directory
+    assert "2 frames in 1 episode -> " in capsys.readouterr().out
+    assert main(["render", str(tmp_path / "b.yaml"), "--out", out, "--quiet"]) == 1  # resume: refused
+    assert "holds a different job" in capsys.readouterr().err
+    assert main(["render", str(tmp_path / "b.yaml"), "--out", out, "--no-resume", "--quiet"]) == 0
+    assert [r["metadata"]["lastAction"] for r in load_dataset(out).records][-1] == "RotateLeft"
