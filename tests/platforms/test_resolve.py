@@ -130,6 +130,7 @@ def test_resolution_explains_itself():
         data = r.to_dict()
         assert data["platform"] == "CloudRendering" and data["software"] is True
         assert "software rasteriser" in r.explain()
+        assert r.explain().startswith("platform CloudRendering chosen for 300x300 on llvmpipe")
 
 
 def test_an_existing_x_server_is_asked_what_it_renders_with(foreign_xvfb):
@@ -147,3 +148,12 @@ def test_auto_with_an_explicit_x_display_means_linux64_on_it(xvfb_two_screens):
     with pytest.raises(PlatformError) as info:  # a bad display is an error, not a silent fall-back
         resolve(PlatformRequest(system="Linux", x_display=":4999"))
     assert "X4999 is unreachable" in str(info.value) and "CloudRendering" not in str(info.value)
+
+
+def test_a_gpu_request_never_falls_back_to_a_software_virtual_display():
+    """Only software devices here (lavapipe, llvmpipe EGL, Xvfb): gpu_device must fail, not quietly run on the CPU."""
+    with pytest.raises(PlatformError) as info:
+        resolve(PlatformRequest(system="Linux", gpu_device=0, **ODD))
+    message = str(info.value)
+    assert "asked for a GPU but Vulkan has no hardware device" in message
+    assert "Linux64 (virtual display): unusable" in message and "renders in software" in message

@@ -102,7 +102,7 @@ class Resolution:
             self.virtual_display.release()
 
     def explain(self) -> str:
-        lines = [f"platform {self.label} chosen for {self.request.width}x{self.request.height}"]
+        lines = [f"platform {self.label()} chosen for {self.request.width}x{self.request.height}"]
         if self.device is not None:
             lines[0] += f" on {self.device.summary}"
         for c in self.candidates:
@@ -215,6 +215,14 @@ def _try_virtual_display(
 ) -> Resolution | None:
     candidate = Candidate(plat, "unusable", via=VIRTUAL)
     candidates.append(candidate)
+    if request.gpu_device is not None:  # Xvfb renders in software: that would be a silent CPU fall-back
+        candidate.reasons.append(
+            f"gpu_device={request.gpu_device!r} asks for a GPU, and a virtual display (Xvfb) renders in software"
+        )
+        candidate.instructions = (
+            "for Linux64 on a GPU run a real Xorg (`unirender xorg-config`) and pass x_display"
+        )
+        return None
     if not xvfb_path():
         candidate.reasons.append("Xvfb is not installed")
         candidate.instructions = apt_line(PACKAGES["xvfb"])
