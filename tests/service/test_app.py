@@ -187,6 +187,26 @@ def test_job_output_cannot_escape_data_root(client, directory):
     assert error_of(resp, 422)["code"] in ("path_outside_data_root", "invalid_spec")
 
 
+@pytest.mark.parametrize(("path", "body"), [
+    ("/v1/sessions", {"scene": "/etc/unirender/service.yaml"}),
+    ("/v1/sessions/s1-x/reset", {"scene": "../service.json"}),
+    ("/v1/sessions/s1-x/step", {"action": "Reset", "sceneName": "~/secrets.yml"}),
+    ("/v1/render", {"episode": {"scene": "tokens.yaml", "actions": ["Pass"]}}),
+    ("/v1/jobs", {**_job("runs/x"), "episodes": [{"scene": "FloorPlan1", "actions": ["Pass"]},
+                                                  {"scene": "/srv/a.json", "actions": ["Pass"]}]}),
+])
+def test_scene_files_by_path_are_refused(client, path, body):
+    """The reference player loads scene files by path: a client must not make it read the server's files."""
+    err = error_of(client.post(path, json=body, headers=AUTH_A), 422)
+    assert err["code"] == "scene_path_not_allowed"
+
+
+def test_change_resolution_is_held_to_the_pixel_limit(client):
+    resp = client.post("/v1/sessions/s1-x/step", json={"action": "ChangeResolution", "x": 4096, "y": 4096},
+                       headers=AUTH_A)
+    assert error_of(resp, 422)["code"] == "resolution_too_large"
+
+
 def test_job_output_symlink_out_of_data_root_is_refused(app, client, tmp_path):
     owner = app.owner_data_dir("alice")
     owner.mkdir(parents=True, exist_ok=True)

@@ -151,6 +151,13 @@ def test_invalid_action_is_a_client_error(fifo_session):
     assert fifo_session.step("Pass").metadata["lastActionSuccess"]
 
 
+def test_unknown_scene_is_a_client_error(fifo_session):
+    with pytest.raises(ServiceError) as info:
+        fifo_session.reset("NoSuchScene")
+    assert info.value.status == 422 and info.value.code == "unknown_scene" and "FloorPlan1" in str(info.value)
+    assert fifo_session.step("Pass").metadata["lastActionSuccess"]
+
+
 def test_killed_player_fails_only_its_own_session(bob, fifo_session):
     """Bob's players are SIGKILLed between steps while Alice's session steps concurrently: Alice never sees
     an error; Bob gets a clear error, a restart when he asked for one, and a closed session otherwise."""

@@ -274,6 +274,28 @@ class ServiceApp:
                            f"{env.width}x{env.height} = {pixels} pixels exceeds the limit of "
                            f"{self.config.limits.pixels}", path="environment.width")
 
+    @staticmethod
+    def _check_scene(scene: str | None, path: str) -> None:
+        """Scenes by name only: the reference player also loads scene *files* by path, which would let a client
+        make it read (and quote in errors) any .yaml/.json file the service can read."""
+        if not isinstance(scene, str):
+            return
+        if "/" in scene or "\\" in scene or scene.startswith("~") or \
+                scene.lower().endswith((".yaml", ".yml", ".json")):
+            raise ApiError(422, "scene_path_not_allowed", f"scene {scene!r} looks like a file path; the service "
+                           "takes scene names only (GET a session's metadata for the player's scenes)", path=path)
+
+    def _check_action(self, action: dict) -> None:
+        """The parts of a step's action the service itself limits: scene names, resolution."""
+        name = action.get("action")
+        if name == "Reset":
+            self._check_scene(action.get("sceneName"), "sceneName")
+        elif name == "ChangeResolution":
+            x, y = action.get("x"), action.get("y")
+            if isinstance(x, int | float) and isinstance(y, int | float) and x * y > self.config.limits.pixels:
+                raise ApiError(422, "resolution_too_large", f"{x}x{y} = {x * y:g} pixels exceeds the limit of "
+                               f"{self.config.limits.pixels}", path="x")
+
     def _controller_kwargs(self, env, render, scene: str | None, auto_restart: bool = False) -> dict:
         kwargs = env.controller_kwargs(render)
         kwargs["log_dir"] = str(self.config.data_root / "player-logs")
@@ -339,6 +361,7 @@ class ServiceApp:
     def ep_create_session(self, request, owner):
         body = validate_body(SessionCreate, self._body(request))
         self._check_environment(body.environment)
+        self._check_scene(body.scene, "scene")
         kwargs = self._controller_kwargs(body.environment, body.render, body.scene, body.auto_restart)
         entry = self.sessions.create(
             owner, kwargs, body.model_dump(mode="json"), auto_restart=body.auto_restart
@@ -367,6 +390,7 @@ class ServiceApp:
         if not isinstance(action.get("action"), str) or not action["action"]:
             raise ApiError(400, "invalid_action", "the body must be an action object with an 'action' name, "
                            'e.g. {"action": "RotateRight", "degrees": 90}')
+        self._check_action(action)
         started = time.perf_counter()
         event = self.sessions.step(owner, session_id, action)
         return self._event_response(event, fmt, modalities, time.perf_counter() - started)
@@ -376,6 +400,7 @@ class ServiceApp:
         modalities = _parse_modalities(request)
         body = validate_body(ResetBody, self._body(request)).model_dump()
         scene = body.pop("scene", None)
+        self._check_scene(scene, "scene")
         event = self.sessions.reset(owner, session_id, scene, body)
         return self._event_response(event, fmt, modalities)
 
@@ -398,6 +423,7 @@ class ServiceApp:
         body = validate_body(RenderRequest, self._body(request))
         self._check_environment(body.environment)
         episode = body.episode
+        self._check_scene(episode.scene, "episode.scene")
         known = episode.known_frame_count
         if known is not None and known * episode.repeat > MAX_RENDER_FRAMES:
             raise ApiError(422, "render_too_large", f"{known * episode.repeat} frames exceed the one-shot "
@@ -430,6 +456,8 @@ class ServiceApp:
 
         spec: JobSpec = load_spec(self._body(request))
         self._check_environment(spec.environment)
+        for i, episode in enumerate(spec.episodes):
+            self._check_scene(episode.scene, f"episodes.{i}.scene")
         out = resolve_output_dir(self.config.data_root, owner, spec.output.directory)
         workers = spec.workers if isinstance(spec.workers, int) else 1
         if workers > self.slots.total:

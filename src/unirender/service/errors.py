@@ -95,6 +95,8 @@ def from_unirender_error(exc: BaseException) -> ApiError:
 
     if isinstance(exc, EpisodeFailed):  # a pose or camera the player refuses: the request's own content
         return ApiError(422, "episode_failed", str(exc))
+    if isinstance(exc, ValueError) and str(exc).startswith(("scene ", "no scene given")):
+        return ApiError(422, "unknown_scene", str(exc))  # the Controller's check of the player's scene list
     if isinstance(exc, PlatformError):
         return ApiError(503, "platform_unavailable", str(exc))
     return ApiError(500, "internal_error", f"{type(exc).__name__}: {exc}")
