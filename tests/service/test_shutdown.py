@@ -3,6 +3,7 @@ display is stopped, and the server exits 0 with no process left behind."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -13,6 +14,14 @@ from service_processes import alive, descendants
 from unirender.client import Client, ServiceError
 
 
+def _command(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return os.path.basename(f.read().split(b"\0")[0].decode(errors="replace"))
+    except OSError:
+        return ""
+
+
 @pytest.fixture(scope="module")
 def service(make_service):
     return make_service({})  # no tokens: loopback only, anonymous
@@ -21,11 +30,14 @@ def service(make_service):
 def test_sigterm_drains_and_leaves_no_orphans(service):
     client = Client(service.url, timeout=60)
     sessions = [client.session({"width": 32, "height": 32}),
-                client.session({"width": 32, "height": 32, "transport": "wsgi"})]
+                client.session({"width": 32, "height": 32, "transport": "wsgi"}),
+                client.session({"width": 32, "height": 32, "platform": "Linux64"})]  # on its own Xvfb
     players = {s.info()["pid"] for s in sessions}
     assert all(alive(pid) for pid in players)
     family = descendants(service.process.pid)
     assert players <= family
+    displays = [pid for pid in family if _command(pid).startswith("Xvfb")]
+    assert displays, "the Linux64 session's virtual display should be the service's descendant"
 
     outcomes: list[str] = []
 
