@@ -84,12 +84,14 @@ def test_task_callables_truncation_and_observations(backend):
 
 def test_registered_with_gymnasium_and_built_from_an_environment_spec():
     environment = {"width": 48, "height": 32, "platform": "EGL"}
-    env = gymnasium.make(ENV_ID, environment=environment, modalities=["rgb"])
+    # task callables by name, as a config file gives them: here "every event ends the episode"
+    env = gymnasium.make(ENV_ID, environment=environment, modalities=["rgb"], termination_fn="builtins:bool")
     try:
         assert isinstance(env.unwrapped, UnityEnv)
         assert env.observation_space["rgb"].shape == (32, 48, 3)
         obs, _ = env.reset(seed=0)
         assert obs["rgb"].shape == (32, 48, 3)
+        assert env.step(0)[2] is True
     finally:
         env.close()
     assert env.unwrapped.session is None
@@ -102,6 +104,10 @@ def test_bad_configuration_fails_before_launching(backend):
         UnityEnv(PLAYER, actions=[{"degrees": 5}], backend=backend)
     with pytest.raises(SpecError, match="width"):
         UnityEnv(environment={"width": -3}, backend=backend)
+    with pytest.raises(ValueError, match="reward_fn 'no_such_module:f' cannot be imported"):
+        UnityEnv(PLAYER, reward_fn="no_such_module:f", backend=backend)
+    with pytest.raises(ValueError, match="termination_fn must be a callable"):
+        UnityEnv(PLAYER, termination_fn="math:pi", backend=backend)
     assert backend.sessions() == []
 
 

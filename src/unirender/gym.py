@@ -43,6 +43,25 @@ RewardFn = Callable[[Any, dict, Any], float]
 TerminationFn = Callable[[Any], bool]
 
 
+def _callable(value: Any, name: str) -> Callable | None:
+    """A task callable, or its ``"module:function"`` name (a spec or config file can name it)."""
+    if value is None or callable(value):
+        return value
+    if isinstance(value, str) and ":" in value:
+        import importlib
+
+        module, _, attr = value.partition(":")
+        try:
+            found: Any = importlib.import_module(module)
+            for part in attr.split("."):
+                found = getattr(found, part)
+        except (ImportError, AttributeError) as exc:
+            raise ValueError(f"{name} {value!r} cannot be imported: {exc}") from None
+        if callable(found):
+            return found
+    raise ValueError(f"{name} must be a callable or a 'module:function' name, not {value!r}")
+
+
 def _initialize_flag(modality: str) -> str | None:
     from unirender.spec.models import MODALITY_INITIALIZE_FLAG
 
@@ -98,7 +117,8 @@ class UnityEnv(gymnasium.Env):
 
     ``environment`` (an ``EnvironmentSpec``, mapping or spec file) or ``controller_kwargs`` say what to launch; ``modalities`` what
     to observe; ``actions`` the action list (names or action dicts); ``reward_fn(previous_event, action, event)``
-    and ``termination_fn(event)`` the task (defaults: 0 reward, never terminates); ``max_episode_steps`` truncates.
+    and ``termination_fn(event)`` the task (defaults: 0 reward, never terminates), as callables or, for configs,
+    as ``"module:function"`` names imported here; ``max_episode_steps`` truncates.
     ``scenes``: reset picks one with the env's seeded RNG (or ``options={"scene": ...}``). ``backend``: a
     ``SessionBackend`` to share (not closed by the env) or a kind for a private one (``backend_options``).
     """
@@ -112,8 +132,8 @@ class UnityEnv(gymnasium.Env):
         environment: Any = None,
         modalities: Sequence[str] = ("rgb",),
         actions: Sequence[str | dict] = DEFAULT_ACTIONS,
-        reward_fn: RewardFn | None = None,
-        termination_fn: TerminationFn | None = None,
+        reward_fn: RewardFn | str | None = None,
+        termination_fn: TerminationFn | str | None = None,
         max_episode_steps: int | None = None,
         scenes: Sequence[str] | None = None,
         backend: SessionBackend | str = "local",
@@ -129,8 +149,8 @@ class UnityEnv(gymnasium.Env):
         self.render_mode = render_mode
         self.modalities = tuple(modalities)
         self.actions = _action_dicts(actions)
-        self.reward_fn = reward_fn
-        self.termination_fn = termination_fn
+        self.reward_fn = _callable(reward_fn, "reward_fn")
+        self.termination_fn = _callable(termination_fn, "termination_fn")
         self.max_episode_steps = max_episode_steps
         self.scenes = list(scenes) if scenes else None
         kwargs = environment_controller_kwargs(environment, controller_kwargs, self.modalities)
