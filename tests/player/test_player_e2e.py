@@ -299,3 +299,34 @@ def test_player_killed_mid_episode_is_detected(scene_path, tmp_path_factory):
         assert info.value.signal_name == "SIGKILL"
     finally:
         c.stop()
+
+
+@pytest.mark.parametrize("server", ["fifo", "wsgi"])
+def test_player_killed_while_a_step_is_in_flight_is_detected(server, tmp_path_factory):
+    import threading
+
+    c = Controller(server=server, platform="EGL", width=64, height=64, max_restarts=0,
+                   log_dir=str(tmp_path_factory.mktemp("logs")))  # fmt: skip
+    try:
+        c.step("Pass")
+        os.kill(c.process.pid, signal.SIGSTOP)  # frozen: the next action is sent but never answered
+        outcome = {}
+
+        def step():
+            try:
+                outcome["event"] = c.step("MoveAhead")
+            except BaseException as exc:
+                outcome["error"] = exc
+
+        thread = threading.Thread(target=step)
+        thread.start()
+        while thread.is_alive() and (c.last_action or {}).get("action") != "MoveAhead":
+            thread.join(0.01)  # until the action is on its way
+        os.kill(c.process.pid, signal.SIGKILL)
+        thread.join(60)
+        assert not thread.is_alive(), "the controller did not notice the dead player"
+        assert isinstance(outcome.get("error"), PlayerCrashedError), outcome
+        assert outcome["error"].signal_name == "SIGKILL"
+        assert outcome["error"].last_action["action"] == "MoveAhead"
+    finally:
+        c.stop()
