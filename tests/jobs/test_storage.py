@@ -151,7 +151,7 @@ def test_camera_stacks_split_per_camera_and_group_back():
 
     render = load_spec(
         {
-            "episodes": [{"scene": "s", "actions": ["Pass"]}],
+            "episodes": [{"scene": "FloorPlan1_physics", "actions": ["Pass"]}],
             "render": {
                 "modalities": ["rgb"],
                 "cameras": [{"name": "a", "position": {}}, {"name": "b", "position": {}}],
@@ -166,8 +166,8 @@ def test_camera_stacks_split_per_camera_and_group_back():
 
 
 def test_state_refuses_another_job_and_locks_the_directory(tmp_path):
-    spec = load_spec({"episodes": [{"scene": "s", "actions": ["Pass"]}]})
-    other = load_spec({"episodes": [{"scene": "s", "actions": ["MoveAhead"]}]})
+    spec = load_spec({"episodes": [{"scene": "FloorPlan1_physics", "actions": ["Pass"]}]})
+    other = load_spec({"episodes": [{"scene": "FloorPlan1_physics", "actions": ["MoveAhead"]}]})
     (tmp_path / "notes.txt").write_text("the user's file")
     with JobState.open(tmp_path, spec) as state:
         state.mark_finished("e0000-s-r000", {"frames": [], "timings": {"step_s": 0, "write_s": 0}})
@@ -250,7 +250,10 @@ def test_write_behind_writes_in_order_and_reports_errors(tmp_path):
     from unirender.jobs.write_behind import WriteBehind
 
     render = load_spec(
-        {"episodes": [{"scene": "s", "actions": ["Pass"]}], "render": {"modalities": ["rgb"]}}
+        {
+            "episodes": [{"scene": "FloorPlan1_physics", "actions": ["Pass"]}],
+            "render": {"modalities": ["rgb"]},
+        }
     ).render
     behind = WriteBehind(
         open_episode_writer(tmp_path / "ok", "u", OutputSpec(format="npz"), "Meters"), render
@@ -293,7 +296,7 @@ def test_missing_modalities_are_named():
     from unirender.jobs.episodes import missing_modalities
 
     doc = {
-        "episodes": [{"scene": "s", "actions": ["Pass"]}],
+        "episodes": [{"scene": "FloorPlan1_physics", "actions": ["Pass"]}],
         "render": {"modalities": ["rgb", "depth", "normals"], "cameras": [{"name": "a", "position": {}}]},
     }
     render = load_spec(doc).render

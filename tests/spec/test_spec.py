@@ -72,6 +72,11 @@ BAD_SPECS = [
     ({}, "episodes", "missing"),
     (job(episodes=[{"actions": ["MoveAhead"]}]), "episodes.0.scene", "missing"),
     (
+        job(episodes=[MINIMAL["episodes"][0], {"scene": "FloorPlan9", "actions": ["MoveAhead"]}]),
+        "episodes.1.scene",
+        "built-in scenes: FloorPlan1_physics, FloorPlan201_physics",
+    ),
+    (
         job(episodes=[{"scene": "s", "actions": ["MoveAhead"], "poses": [{"position": {}}]}]),
         "episodes.0",
         "exactly one of",
@@ -234,6 +239,15 @@ def test_initialize_parameters_pass_through_unchanged():
     kwargs = env.controller_kwargs()
     assert kwargs["gridSize"] == 0.1 and kwargs["custom"] == {"a": [1, 2]}
     assert "renderDepthImage" not in kwargs  # without a render spec no modality flags are set
+
+
+def test_builtin_scene_names_aliases_and_scene_files_are_accepted():
+    episodes = [{"scene": s, "actions": ["Pass"]} for s in ("FloorPlan201", "rooms/flat.yaml", "my.json")]
+    assert len(load_spec(job(episodes=episodes)).episodes) == 3
+    other = job(
+        environment={"executable": "/opt/thor/thor"}, episodes=[{"scene": "Kitchen_7", "actions": ["Pass"]}]
+    )
+    assert load_spec(other).episodes[0].scene == "Kitchen_7"  # a Unity build's scenes are its own business
 
 
 def test_content_hash_follows_content_not_placement():
