@@ -116,3 +116,28 @@ def test_a_failing_render_is_reported_not_fatal(session, monkeypatch):
     assert e.images == []
     monkeypatch.undo()
     assert session.step({"action": "Pass"}, patches=False).images
+
+
+def test_the_scene_is_uploaded_once_per_scene_load(session, monkeypatch):
+    """Steps only move cameras (no action moves an object): the renderer keeps the uploaded scene; only a
+    Reset (a new scene) uploads again."""
+    session.step({"action": "Pass"}, patches=False)
+    uploads = []
+    real_set_scene = session.renderer.set_scene
+    monkeypatch.setattr(
+        session.renderer, "set_scene", lambda *a, **k: (uploads.append(1), real_set_scene(*a, **k))
+    )
+    for action in (
+        {"action": "MoveBack"},
+        {"action": "RotateRight", "degrees": 10},
+        {"action": "AddThirdPartyCamera", "position": [0, 2, 0], "rotation": [90, 0, 0]},
+        {"action": "Initialize", "agentCount": 2, "renderFlowImage": True},
+        {"action": "ChangeResolution", "x": 40, "y": 30},
+        {"action": "Pass", "agentId": 1},
+    ):
+        e = session.step(action, patches=False)
+        assert e.metadata["agents"][0]["lastActionSuccess"], action
+    assert uploads == []
+    e = session.step({"action": "Reset"}, patches=False)
+    assert uploads == [1] and e.images
+    session.step({"action": "ChangeResolution", "x": W, "y": H}, patches=False)
