@@ -18,9 +18,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import requests
+import urllib3
+from requests.structures import CaseInsensitiveDict
 
 from unirender.errors import (
     ActionError,
@@ -109,7 +111,15 @@ class Client:
         self.timeout = timeout
         self._local = threading.local()
         self._http_sessions: list[requests.Session] = []
+        self._pools: list[urllib3.HTTPConnectionPool] = []
         self._lock = threading.Lock()
+        # Plain HTTP that needs no proxy goes straight to urllib3 (what requests drives underneath): requests'
+        # per-call machinery (prepare, hooks, cookies, environment lookups) costs ~0.5 ms a step on 2 cores.
+        # Everything else (https, proxies) goes through requests. Either way callers get a requests.Response
+        # and requests' exceptions.
+        parts = urlsplit(self.url)
+        self._direct = parts.scheme == "http" and not requests.utils.get_environ_proxies(self.url)
+        self._host, self._port, self._prefix = parts.hostname, parts.port or 80, parts.path
 
     # -- transport ---------------------------------------------------------------------------------------
     @property
@@ -125,12 +135,59 @@ class Client:
                 self._http_sessions.append(s)
         return s
 
+    @property
+    def _pool(self) -> urllib3.HTTPConnectionPool:
+        pool = getattr(self._local, "pool", None)
+        if pool is None or pool.pool is None:  # none yet on this thread, or closed by close()
+            headers = {"User-Agent": requests.utils.default_user_agent()}
+            if self.token:
+                headers["Authorization"] = f"Bearer {self.token}"
+            # One keep-alive connection per thread, as with requests; retries off, as requests has them.
+            pool = self._local.pool = urllib3.HTTPConnectionPool(
+                self._host, self._port, maxsize=1, block=False, headers=headers, retries=False,
+                timeout=urllib3.Timeout(connect=self.timeout, read=self.timeout),
+            )
+            with self._lock:
+                self._pools.append(pool)
+        return pool
+
+    def _direct_request(self, method: str, path: str, data: bytes | None, headers: dict,
+                        params: Mapping | None) -> requests.Response:
+        url = self._prefix + path
+        if params:
+            url += "?" + urlencode(params)
+        pool = self._pool
+        try:
+            raw = pool.urlopen(method, url, body=data, headers={**pool.headers, **headers}, preload_content=False,
+                               redirect=False, retries=False)
+            try:
+                content = raw.read(decode_content=True)
+            finally:
+                raw.release_conn()
+        except urllib3.exceptions.ReadTimeoutError as exc:
+            raise requests.ReadTimeout(exc) from exc
+        except urllib3.exceptions.ConnectTimeoutError as exc:
+            raise requests.ConnectTimeout(exc) from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:  # refused, reset, closed mid-response
+            raise requests.ConnectionError(exc) from exc
+        resp = requests.Response()
+        resp.status_code, resp.reason = raw.status, raw.reason
+        resp.headers = CaseInsensitiveDict(raw.headers)
+        resp.url = self.url + url[len(self._prefix):]
+        resp._content, resp._content_consumed = content, True
+        return resp
+
     def request(self, method: str, path: str, body: Any = None, *, accept: str | None = None,
                 params: Mapping | None = None) -> requests.Response:
         headers = {"Accept": accept or wire.JSON}
         data = None
         if body is not None:
             headers["Content-Type"], data = wire.encode_request_body(body)
+        if self._direct:
+            resp = self._direct_request(method, path, data, headers, params)
+            if resp.status_code >= 400:
+                raise _error_from_response(resp)
+            return resp
         resp = self._http.request(method, self.url + path, data=data, headers=headers, params=params,
                                   timeout=self.timeout, stream=True)
         try:
@@ -155,8 +212,11 @@ class Client:
     def close(self) -> None:
         with self._lock:
             sessions, self._http_sessions = self._http_sessions, []
+            pools, self._pools = self._pools, []
         for s in sessions:
             s.close()
+        for pool in pools:
+            pool.close()
 
     def __enter__(self) -> Client:
         return self

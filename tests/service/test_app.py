@@ -305,3 +305,20 @@ def test_backend_and_its_options_come_from_the_config(tmp_path):
         load_config(path)
     with pytest.raises(ValueError, match="backend_options for 'local'.*bogus"):
         create_app(ServiceConfig(data_root=tmp_path, backend_options={"bogus": 1}), start=False)
+
+
+def test_client_raises_requests_errors_on_its_direct_path():
+    """Loopback HTTP skips requests' per-call machinery but keeps its exceptions for callers."""
+    import socket
+
+    import requests
+
+    from unirender.client import Client
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
+        client = Client(f"http://127.0.0.1:{s.getsockname()[1]}", timeout=5)
+        assert client._direct
+        with pytest.raises(requests.ConnectionError):
+            client.health()
+        client.close()
