@@ -14,6 +14,7 @@ from unirender.protocol import (
     TruncatedFrameError,
     UnknownFieldTypeError,
 )
+from unirender.protocol import fifo as fifo_module
 from unirender.protocol.fifo import (
     END_OF_MESSAGE,
     FieldType,
@@ -225,3 +226,45 @@ def test_large_bodies_are_read_in_place():
     body = msg.frames[1][1]
     assert bytes(body) == image and body.readonly
     assert body.obj in [t for t in targets if t is not targets[0]]  # the kernel would have written into it
+
+
+def _read_in_place(decoder: FifoDecoder, stream: bytes) -> list:
+    out, pos = [], 0
+    while pos < len(stream):
+        target = decoder.get_buffer()
+        n = min(len(target), len(stream) - pos)
+        target[:n] = stream[pos : pos + n]
+        pos += n
+        out += decoder.buffer_updated(n)
+    return out
+
+
+@pytest.mark.skipif(fifo_module._UNUSED_REFS < 0, reason="no recycling on free-threaded builds")
+def test_body_buffers_are_recycled_only_once_nothing_holds_them():
+    import weakref
+
+    import numpy as np
+
+    decoder = FifoDecoder()
+    size = 300_000
+
+    def message(value: int):
+        stream = encode_fifo_emission({"a": value}, [("image", bytes([value]) * size)])
+        (msg,) = _read_in_place(decoder, stream)
+        return msg
+
+    first = message(1)
+    frame = np.frombuffer(first.frames[1][1], np.uint8)  # a user keeps a frame of step 1 (a view)
+    kept_view = message(2).frames[1][1]  # ... and a raw view of step 2
+    del first
+    recycled = None
+    for value in range(3, 9):
+        msg = message(value)
+        body = msg.frames[1][1]
+        assert bytes(body[:3]) == bytes([value]) * 3
+        if recycled is None:
+            recycled = weakref.ref(body.obj)  # a weak reference does not hold the buffer
+        # steps 3-8 all reuse one buffer: no fresh allocation (and its page faults) per step
+        assert body.obj is recycled()
+        del msg, body
+    assert (frame == 1).all() and bytes(kept_view) == bytes([2]) * size  # held buffers were never reused
