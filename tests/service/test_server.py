@@ -82,10 +82,13 @@ def test_fifo_session_matches_local_controller_in_every_format(service, fifo_ses
             # each format gets its own step, matched by a local step of the same action
             assert_same_event(view.step(action), local.step(action))
     # JSON without ?modalities= is metadata only
-    plain = Client(service.url, ALICE, format="json").request(
+    resp = Client(service.url, ALICE, format="json").request(
         "POST", f"/v1/sessions/{fifo_session.id}/step", {"action": "Pass"}, accept="application/json"
-    ).json()
+    )
+    plain = resp.json()
     assert plain["frames"] == {} and plain["metadata"]["lastAction"] == "Pass"
+    assert int(resp.headers["Content-Length"]) == len(resp.content)
+    assert resp.headers["Server-Timing"].startswith("step;dur=") and "encode;dur=" in resp.headers["Server-Timing"]
     local.step("Pass")
     for view in views.values():
         view.client.close()
