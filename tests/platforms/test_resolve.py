@@ -157,3 +157,15 @@ def test_a_gpu_request_never_falls_back_to_a_software_virtual_display():
     message = str(info.value)
     assert "asked for a GPU but Vulkan has no hardware device" in message
     assert "Linux64 (virtual display): unusable" in message and "renders in software" in message
+
+
+def test_ai2thor_platform_classes_are_understood_by_name():
+    """AI2-THOR users pass ``platform=ai2thor.platform.CloudRendering`` (a class of theirs, not ours)."""
+
+    class CloudRendering:  # stands in for ai2thor.platform.CloudRendering
+        pass
+
+    with resolve(PlatformRequest(system="Linux"), CloudRendering) as r:
+        assert r.name == "CloudRendering" and [c.label for c in r.candidates] == ["CloudRendering"]
+    with pytest.raises(PlatformError, match="platform must be 'auto'"):
+        resolve(PlatformRequest(system="Linux"), type("Nonsense", (), {}))

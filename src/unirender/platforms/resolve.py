@@ -18,6 +18,7 @@ from unirender.errors import PlatformError
 from unirender.platforms.classes import (
     EGL,
     PACKAGES,
+    PLATFORMS,
     Assessment,
     CloudRendering,
     Linux64,
@@ -154,6 +155,8 @@ def _as_platforms(platform: str | Platform | type[Platform] | Sequence) -> tuple
         return [platform_by_name(platform)], True
     if isinstance(platform, type) and issubclass(platform, Platform):
         return [platform()], True
+    if isinstance(platform, type) and platform.__name__ in PLATFORMS:  # e.g. ai2thor.platform.CloudRendering
+        return [platform_by_name(platform.__name__)], True
     if isinstance(platform, Platform):
         return [platform], True
     if isinstance(platform, Sequence):
