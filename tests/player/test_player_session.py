@@ -1,4 +1,4 @@
-"""PlayerSession rendering in-process through EGL: textures and OBJ meshes from scene files, the payload's image
+"""PlayerSession rendering in-process through EGL: textures, OBJ and glTF meshes from scene files, the payload's image
 order (spec 2.4), per-step modality switches, resolution changes and robustness to a failing renderer."""
 
 import numpy as np
@@ -21,6 +21,9 @@ def scene_file(tmp_path_factory):
     (d / "tetra.obj").write_text(
         "v -0.5 0 -0.5\nv 0.5 0 -0.5\nv 0 0 0.5\nv 0 1 0\nf 1 2 3\nf 1 4 2\nf 2 4 3\nf 3 4 1\n"
     )
+    import trimesh
+
+    trimesh.creation.box(extents=(0.4, 0.6, 0.3)).export(d / "crate.glb")  # glTF binary, centred
     scene = {
         "rooms": [{"size": [6, 6], "ceiling": False}],
         "objects": [
@@ -36,6 +39,12 @@ def scene_file(tmp_path_factory):
                 "mesh": {"file": "tetra.obj"},
                 "position": [0.8, 1.0, 2.0],
                 "color": [0.1, 0.7, 0.2],
+            },
+            {
+                "objectType": "Crate",
+                "mesh": {"file": "crate.glb"},
+                "position": [0.0, 0.3, 1.5],
+                "color": [0.8, 0.1, 0.1],
             },
         ],  # fmt: skip
         "agents": [{"position": [0, 0]}],
@@ -70,6 +79,12 @@ def test_texture_and_obj_mesh_render(session):
     assert lum.min() < 40 and lum.max() > 150  # both checker colours show: the texture is sampled
     green = rgb[tetra].astype(int)
     assert (green[:, 1] > green[:, 0] + 20).all()  # the OBJ is drawn with its colour
+    crate = (inst[..., :3] == ids["Crate|+00.00|+00.30|+01.50"]).all(axis=-1)
+    assert crate.sum() > 100  # the glTF file: ~13 px wide straight ahead, below the horizon
+    assert np.flatnonzero(crate.any(axis=0)).mean() == pytest.approx(W / 2 - 0.5, abs=1.5)
+    assert np.flatnonzero(crate.any(axis=1)).min() > H / 2
+    red = rgb[crate].astype(int)
+    assert (red[:, 0] > red[:, 1] + 20).all()
 
 
 def test_payload_order_and_per_step_modalities(session):
