@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from unirender.errors import SpecError
-from unirender.spec import JobSpec, load_environment, load_spec
+from unirender.spec import JobSpec, check_builtin_scenes, load_environment, load_spec
 
 MINIMAL = {"episodes": [{"scene": "FloorPlan1_physics", "actions": ["MoveAhead"]}]}
 
@@ -71,11 +71,6 @@ BAD_SPECS = [
     (job(episodes=[]), "episodes", "at least 1"),
     ({}, "episodes", "missing"),
     (job(episodes=[{"actions": ["MoveAhead"]}]), "episodes.0.scene", "missing"),
-    (
-        job(episodes=[MINIMAL["episodes"][0], {"scene": "FloorPlan9", "actions": ["MoveAhead"]}]),
-        "episodes.1.scene",
-        "built-in scenes: FloorPlan1_physics, FloorPlan201_physics",
-    ),
     (
         job(episodes=[{"scene": "s", "actions": ["MoveAhead"], "poses": [{"position": {}}]}]),
         "episodes.0",
@@ -241,13 +236,21 @@ def test_initialize_parameters_pass_through_unchanged():
     assert "renderDepthImage" not in kwargs  # without a render spec no modality flags are set
 
 
-def test_builtin_scene_names_aliases_and_scene_files_are_accepted():
+def test_scenes_the_builtin_player_lacks_are_spec_errors():
+    spec = load_spec(
+        job(episodes=[MINIMAL["episodes"][0], {"scene": "FloorPlan9", "actions": ["MoveAhead"]}])
+    )
+    with pytest.raises(SpecError) as info:
+        check_builtin_scenes(spec)
+    paths = dict(info.value.errors)
+    assert list(paths) == ["episodes.1.scene"] and "episodes.1.scene" in str(info.value)
+    assert "built-in scenes: FloorPlan1_physics, FloorPlan201_physics" in paths["episodes.1.scene"]
     episodes = [{"scene": s, "actions": ["Pass"]} for s in ("FloorPlan201", "rooms/flat.yaml", "my.json")]
-    assert len(load_spec(job(episodes=episodes)).episodes) == 3
-    other = job(
+    check_builtin_scenes(load_spec(job(episodes=episodes)))  # an alias and scene files pass
+    unity = job(
         environment={"executable": "/opt/thor/thor"}, episodes=[{"scene": "Kitchen_7", "actions": ["Pass"]}]
     )
-    assert load_spec(other).episodes[0].scene == "Kitchen_7"  # a Unity build's scenes are its own business
+    check_builtin_scenes(load_spec(unity))  # a Unity build's scenes are its own business
 
 
 def test_content_hash_follows_content_not_placement():

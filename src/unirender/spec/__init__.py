@@ -1,6 +1,6 @@
 """Declarative specs: environments and rendering jobs, loaded from YAML/JSON/TOML and validated."""
 
-from unirender.spec.loader import load_environment, load_spec, read_document
+from unirender.spec.loader import check_builtin_scenes, load_environment, load_spec, read_document
 from unirender.spec.models import (
     MODALITIES,
     CameraSpec,
@@ -25,6 +25,7 @@ __all__ = [
     "PoseSpec",
     "RandomGenerator",
     "RenderSpec",
+    "check_builtin_scenes",
     "load_environment",
     "load_spec",
     "read_document",

@@ -25,10 +25,11 @@ def register(sub) -> None:
 
 def cmd_check(args) -> int:
     from unirender.jobs.plan import plan_job
-    from unirender.spec import load_spec
+    from unirender.spec import check_builtin_scenes, load_spec
 
     try:
         spec = load_spec(args.spec)
+        check_builtin_scenes(spec)
     except SpecError as exc:
         print(f"unirender: {exc}", file=sys.stderr)
         return 2

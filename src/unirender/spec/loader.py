@@ -86,6 +86,34 @@ def load_environment(source: str | os.PathLike | Mapping[str, Any] | Environment
     return _validate(EnvironmentSpec, dict(data), origin, prefix)
 
 
+def check_builtin_scenes(spec: JobSpec) -> None:
+    """With the builtin player, every episode's scene must be one it has (``FloorPlan1`` finds
+    ``FloorPlan1_physics``) or look like a scene file path (the player opens it); SpecError otherwise, so a
+    job fails before any player starts. Unity builds' scenes are their own business (checked at reset)."""
+    if not spec.environment.is_builtin:
+        return
+    from pathlib import PurePath
+
+    from unirender.player.scene import SCENE_SUFFIXES, builtin_scene_names
+
+    known = builtin_scene_names()
+    errors = [
+        (
+            f"episodes.{i}.scene",
+            f"{episode.scene!r} is not a scene of the builtin player; built-in scenes: {', '.join(known)} "
+            "(or give the path of a .yaml/.yml/.json scene file)",
+        )
+        for i, episode in enumerate(spec.episodes)
+        if "/" not in episode.scene
+        and PurePath(episode.scene).suffix.lower() not in SCENE_SUFFIXES
+        and episode.scene not in known
+        and f"{episode.scene}_physics" not in known
+    ]
+    if errors:
+        lines = [f"  {path}: {message}" for path, message in errors]
+        raise SpecError(_header(None) + "\n" + "\n".join(lines), errors)
+
+
 def _validate(model: type[BaseModel], data: dict[str, Any], origin: str | None, prefix: str = ""):
     try:
         return model.model_validate(data)

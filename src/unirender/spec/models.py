@@ -344,15 +344,6 @@ class JobSpec(_Strict):
             raise _FieldError(
                 f"environment.initialize.{shadowed[0]}", "set by render.modalities; remove it here"
             )
-        if self.environment.is_builtin:
-            unknown = _first_unknown_builtin_scene([e.scene for e in self.episodes])
-            if unknown is not None:
-                index, scene, known = unknown
-                raise _FieldError(
-                    f"episodes.{index}.scene",
-                    f"{scene!r} is not a scene of the builtin player; built-in scenes: {', '.join(known)} "
-                    "(or give the path of a .yaml/.yml/.json scene file)",
-                )
         if not self.environment.is_builtin and "flow" in self.render.modalities and self.render.cameras:
             # AI2-THOR builds never fill third-party flow (spec 4.2): a camera could not deliver it.
             raise _FieldError(
@@ -375,22 +366,6 @@ class JobSpec(_Strict):
             data["environment"].pop(key)
         blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()
-
-
-def _first_unknown_builtin_scene(scenes: list[str]) -> tuple[int, str, list[str]] | None:
-    """The first scene name the builtin player would refuse: neither a built-in scene (``FloorPlan1`` finds
-    ``FloorPlan1_physics``) nor something that looks like a scene file path (left to the player to open)."""
-    from pathlib import PurePath
-
-    from unirender.player.scene import SCENE_SUFFIXES, builtin_scene_names
-
-    known = builtin_scene_names()
-    for i, scene in enumerate(scenes):
-        if "/" in scene or PurePath(scene).suffix.lower() in SCENE_SUFFIXES:
-            continue
-        if scene not in known and f"{scene}_physics" not in known:
-            return i, scene, known
-    return None
 
 
 class _FieldError(ValueError):
