@@ -207,6 +207,8 @@ class Controller:
     def _launch(self) -> None:
         """A fresh transport and player process; then wait for the hello event (spec 6.4 steps 2-5)."""
         self.transport = make_transport(self.server, hub=self.player_hub)
+        if hasattr(self.transport, "send_timeout"):  # FIFO: an action the player does not read is a hang too
+            self.transport.send_timeout = self.server_timeout
         self.transport.start()
         name = "unirender-player (builtin)" if self.builtin else Path(self.executable).name
         self.process = ManagedProcess(self._command(), env=self._environment(), log_path=self.log_path, name=name)

@@ -144,3 +144,32 @@ def test_start_sweeps_pipe_dirs_left_by_dead_owners(tmp_path, monkeypatch):
     finally:
         server.stop()
     assert live_dir.exists()  # stop() removes only its own dir
+
+
+@pytest.mark.timeout(120)  # the bug was a send() blocked forever
+def test_send_to_a_player_that_does_not_read_is_bounded(server):
+    opened = threading.Event()
+    done = threading.Event()
+    fds = []
+
+    def player():  # says hello, opens client.pipe for reading, then never reads
+        fds.append(os.open(server.server_pipe_path, os.O_WRONLY))
+        os.write(fds[0], message())
+        fds.append(os.open(server.client_pipe_path, os.O_RDONLY))
+        opened.set()
+        done.wait(60)
+        for fd in fds:
+            os.close(fd)
+
+    t = threading.Thread(target=player)
+    t.start()
+    try:
+        server.receive(timeout=10)
+        server.send({"action": "Pass"})  # small: fits in the pipe, returns at once
+        assert opened.wait(10)
+        server.send_timeout = 0.5
+        with pytest.raises(PlayerTimeoutError, match="did not read its action"):
+            server.send({"action": "CreateHouse", "house": "x" * (4 << 20)})  # larger than any pipe buffer
+    finally:
+        done.set()
+        t.join(10)

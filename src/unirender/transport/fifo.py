@@ -69,9 +69,17 @@ class FifoServer(Transport):
 
     server_type = "FIFO"
 
-    def __init__(self, *, open_timeout: float = 60.0, max_frame_size: int | None = None):
+    def __init__(
+        self,
+        *,
+        open_timeout: float = 60.0,
+        max_frame_size: int | None = None,
+        send_timeout: float | None = 100.0,
+    ):
         super().__init__()
         self.open_timeout = open_timeout  # bound on opening client.pipe (the player opens it after its 1st message)
+        # bound on a send() the player does not read (only an action larger than the pipe can wait at all)
+        self.send_timeout = send_timeout
         self.tmp_dir: str | None = None
         self.server_pipe_path: str | None = None
         self.client_pipe_path: str | None = None
@@ -135,14 +143,37 @@ class FifoServer(Transport):
         if self._write_fd is None:
             self._open_client_pipe()
         view = memoryview(message)
+        deadline = None
         try:
-            # One write: the message is far below the pipe buffer, so the kernel writes it whole (Unity reads
-            # a frame header with one Read and must not see it split).
+            # One write: an action is far below the pipe buffer (64 KiB), so the kernel writes it whole (Unity
+            # reads a frame header with one Read and must not see it split). Only a larger one (a big
+            # CreateHouse) waits for the player to read, bounded and watching the child.
             while view:
-                view = view[os.write(self._write_fd, view) :]
+                try:
+                    view = view[os.write(self._write_fd, view) :]
+                except BlockingIOError:
+                    if deadline is None:
+                        deadline = deadline_after(self.send_timeout)
+                    self._wait_writable(deadline)
         except BrokenPipeError:
             raise self._crash_error("closed client.pipe") from None
         return prepared
+
+    def _wait_writable(self, deadline: float | None) -> None:
+        poller = select.poll()
+        poller.register(self._write_fd, select.POLLOUT)
+        if self._pidfd is not None:
+            poller.register(self._pidfd, select.POLLIN)
+        wait = remaining(deadline)
+        if self._pidfd is None and self.process is not None:
+            wait = WATCH_PERIOD_S if wait is None else min(wait, WATCH_PERIOD_S)
+        ready = {fd for fd, _mask in poller.poll(None if wait is None else wait * 1000.0)}
+        if self._write_fd in ready:
+            return  # writable, or the reader is gone: the next write says which
+        if self._exited():
+            raise self._crash_error("exited before reading its action")
+        if deadline is not None and time.monotonic() >= deadline:
+            raise self._timeout_error("did not read its action from client.pipe", self.send_timeout)
 
     def _open_client_pipe(self) -> None:
         if self._read_fd is None:
@@ -162,8 +193,7 @@ class FifoServer(Transport):
             if time.monotonic() > deadline:
                 raise self._timeout_error("did not open client.pipe for reading", self.open_timeout)
             time.sleep(_OPEN_RETRY_S)
-        os.set_blocking(fd, True)
-        self._write_fd = fd
+        self._write_fd = fd  # stays non-blocking: send() waits for room with a deadline
 
     # -- player -> Python ---------------------------------------------------------------------------------
     def receive(self, timeout: float | None) -> Payload:
