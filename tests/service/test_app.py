@@ -201,6 +201,18 @@ def test_scene_files_by_path_are_refused(client, path, body):
     assert err["code"] == "scene_path_not_allowed"
 
 
+def _cameras(n: int) -> dict:
+    return {"cameras": [{"name": f"c{i}", "position": {"x": 0, "y": 1.5, "z": i}} for i in range(n)]}
+
+
+@pytest.mark.parametrize("path", ["/v1/sessions", "/v1/render", "/v1/jobs"])
+def test_cameras_per_session_are_limited(client, path):
+    body = {"/v1/sessions": {}, "/v1/render": {"episode": {"scene": "FloorPlan1", "actions": ["Pass"]}},
+            "/v1/jobs": _job("runs/cams")}[path]
+    resp = client.post(path, json={**body, "render": _cameras(9)}, headers=AUTH_A)  # default limit: 8
+    assert error_of(resp, 422)["code"] == "too_many_cameras"
+
+
 def test_change_resolution_is_held_to_the_pixel_limit(client):
     resp = client.post("/v1/sessions/s1-x/step", json={"action": "ChangeResolution", "x": 4096, "y": 4096},
                        headers=AUTH_A)

@@ -154,6 +154,17 @@ def test_invalid_action_is_a_client_error(fifo_session):
     assert fifo_session.step("Pass").metadata["lastActionSuccess"]
 
 
+def test_cameras_added_by_actions_are_held_to_the_limit(alice):
+    render = {"cameras": [{"name": f"c{i}", "position": {"x": 0, "y": 1.5, "z": 0}} for i in range(8)]}
+    with alice.session({"width": 32, "height": 32}, render=render) as session:
+        event = session.step("Pass")
+        assert len(event.third_party_camera_frames) == 8  # at the limit (8 by default)
+        with pytest.raises(ServiceError) as info:
+            session.step({"action": "AddThirdPartyCamera", "position": {"x": 0, "y": 1.5, "z": 0}})
+        assert info.value.status == 422 and info.value.code == "too_many_cameras"
+        assert len(session.step("Pass").third_party_camera_frames) == 8
+
+
 def test_unknown_scene_is_a_client_error(fifo_session):
     with pytest.raises(ServiceError) as info:
         fifo_session.reset("NoSuchScene")

@@ -276,11 +276,14 @@ class ServiceApp:
         self.metrics.bytes_out.labels(fmt.split("/")[-1]).inc(size)
         return EncodedResponse(body, content_type, size)
 
-    def _check_environment(self, env) -> None:
+    def _check_environment(self, env, render=None) -> None:
         if env.executable not in self.config.allowed_executables:
             raise ApiError(403, "executable_not_allowed",
                            f"executable {env.executable!r} is not allowed here; allowed: "
                            f"{self.config.allowed_executables}")
+        if render is not None and len(render.cameras) > self.config.limits.cameras:
+            raise ApiError(422, "too_many_cameras", f"{len(render.cameras)} cameras exceed the limit of "
+                           f"{self.config.limits.cameras} per session", path="render.cameras")
         pixels = env.width * env.height
         if pixels > self.config.limits.pixels:
             raise ApiError(422, "resolution_too_large",
@@ -308,6 +311,14 @@ class ServiceApp:
             if isinstance(x, int | float) and isinstance(y, int | float) and x * y > self.config.limits.pixels:
                 raise ApiError(422, "resolution_too_large", f"{x}x{y} = {x * y:g} pixels exceeds the limit of "
                                f"{self.config.limits.pixels}", path="x")
+
+    def _check_camera_count(self, session) -> None:
+        """Each camera renders a full frame per step: hold a session's cameras to ``limits.cameras``."""
+        event = session.last_event
+        cameras = (event.metadata.get("thirdPartyCameras") if event is not None else None) or []
+        if len(cameras) >= self.config.limits.cameras:
+            raise ApiError(422, "too_many_cameras", f"this session has {len(cameras)} cameras, the limit is "
+                           f"{self.config.limits.cameras}")
 
     def _controller_kwargs(self, env, render, scene: str | None, auto_restart: bool = False) -> dict:
         kwargs = env.controller_kwargs(render)
@@ -373,7 +384,7 @@ class ServiceApp:
 
     def ep_create_session(self, request, owner):
         body = validate_body(SessionCreate, self._body(request))
-        self._check_environment(body.environment)
+        self._check_environment(body.environment, body.render)
         self._check_scene(body.scene, "scene")
         kwargs = self._controller_kwargs(body.environment, body.render, body.scene, body.auto_restart)
         entry = self.sessions.create(
@@ -404,6 +415,8 @@ class ServiceApp:
             raise ApiError(400, "invalid_action", "the body must be an action object with an 'action' name, "
                            'e.g. {"action": "RotateRight", "degrees": 90}')
         self._check_action(action)
+        if action["action"] == "AddThirdPartyCamera":
+            self._check_camera_count(self.sessions.get(owner, session_id).session)
         started = time.perf_counter()
         event = self.sessions.step(owner, session_id, action)
         return self._event_response(event, fmt, modalities, time.perf_counter() - started)
@@ -434,7 +447,7 @@ class ServiceApp:
 
         fmt = self._format(request)
         body = validate_body(RenderRequest, self._body(request))
-        self._check_environment(body.environment)
+        self._check_environment(body.environment, body.render)
         episode = body.episode
         self._check_scene(episode.scene, "episode.scene")
         known = episode.known_frame_count
@@ -468,7 +481,7 @@ class ServiceApp:
         from unirender.spec import load_spec
 
         spec: JobSpec = load_spec(self._body(request))
-        self._check_environment(spec.environment)
+        self._check_environment(spec.environment, spec.render)
         for i, episode in enumerate(spec.episodes):
             self._check_scene(episode.scene, f"episodes.{i}.scene")
         out = resolve_output_dir(self.config.data_root, owner, spec.output.directory)

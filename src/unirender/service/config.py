@@ -34,6 +34,7 @@ class Limits(BaseModel):
     pixels: int = Field(2048 * 2048, ge=1, description="largest width x height of a session or job")
     steps_per_second: float = Field(1000.0, gt=0, description="per session; bursts of one second allowed")
     jobs_per_token: int = Field(2, ge=1, description="running jobs per token")
+    cameras: int = Field(8, ge=0, description="third-party cameras per session (each renders a full frame)")
 
 
 class ServiceConfig(BaseModel):
