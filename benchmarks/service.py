@@ -72,18 +72,17 @@ server.run()
 
 def http_floor(size: int):
     """A bare waitress app answering ``size`` bytes, and a function doing one keep-alive POST to it the way the
-    client does (requests, one read): the HTTP cost without the service, measured under the same load."""
-    import requests
+    client does on loopback (urllib3, one read): the HTTP cost without the service, under the same load."""
+    import urllib3
 
     proc = subprocess.Popen([sys.executable, "-c", FLOOR_SERVER, str(size)], stdout=subprocess.PIPE, text=True)
-    url = f"http://127.0.0.1:{int(proc.stdout.readline())}/step"
-    http = requests.Session()
-    http.trust_env = False
+    pool = urllib3.HTTPConnectionPool("127.0.0.1", int(proc.stdout.readline()), maxsize=1, retries=False)
 
     def post():
-        resp = http.post(url, data=b'{"action": "RotateRight"}', stream=True)
-        resp.raw.read()
-        resp.close()
+        resp = pool.urlopen("POST", "/step", body=b'{"action": "RotateRight"}', preload_content=False,
+                            headers={"Content-Type": "application/json", "Accept": "application/x-msgpack"})
+        resp.read()
+        resp.release_conn()
 
     return proc, post
 
@@ -103,7 +102,7 @@ def latency(url: str, modalities: list[str], steps: int) -> list[dict]:
     floor_proc, floor_post = http_floor(size)
     views = {
         "local Controller": None,
-        f"HTTP floor: bare waitress + requests, {size} B, no service": floor_post,
+        f"HTTP floor: bare waitress + urllib3, {size} B, no service": floor_post,
         "HTTP msgpack": remote,
         "HTTP JSON (base64 PNG/NPY)": RemoteSession(Client(url, format="json"), remote.info_at_start, modalities),
         "HTTP multipart (PNG/NPY)": RemoteSession(Client(url, format="multipart"), remote.info_at_start),
