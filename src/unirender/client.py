@@ -118,7 +118,8 @@ class Client:
         # Everything else (https, proxies) goes through requests. Either way callers get a requests.Response
         # and requests' exceptions.
         parts = urlsplit(self.url)
-        self._direct = parts.scheme == "http" and not requests.utils.get_environ_proxies(self.url)
+        loopback = parts.hostname in ("127.0.0.1", "localhost", "::1")  # never proxied (see _http)
+        self._direct = parts.scheme == "http" and (loopback or not requests.utils.get_environ_proxies(self.url))
         self._host, self._port, self._prefix = parts.hostname, parts.port or 80, parts.path
 
     # -- transport ---------------------------------------------------------------------------------------

@@ -334,3 +334,16 @@ def test_client_raises_requests_errors_on_its_direct_path():
         with pytest.raises(requests.ConnectionError):
             client.health()
         client.close()
+
+
+def test_client_path_choice_follows_proxies(monkeypatch):
+    from unirender.client import Client
+
+    monkeypatch.setenv("HTTP_PROXY", "http://10.255.255.1:3128")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    assert Client("http://127.0.0.1:8200")._direct  # loopback is never proxied
+    assert not Client("http://render.example:8200")._direct  # proxied: requests does it
+    assert not Client("https://127.0.0.1:8200")._direct
+    monkeypatch.setenv("NO_PROXY", "render.example")
+    assert Client("http://render.example:8200")._direct

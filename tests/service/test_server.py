@@ -124,6 +124,18 @@ def test_player_and_client_tokens_do_not_cross(service, alice):
         assert session.step("Pass").metadata["lastActionSuccess"]  # the real player is unaffected
 
 
+def test_requests_path_of_the_client(service, fifo_session):
+    """https or proxied URLs go through requests (loopback HTTP goes straight to urllib3): same results."""
+    with Client(service.url, ALICE) as client:
+        client._direct = False
+        view = RemoteSession(client, fifo_session.info_at_start)
+        assert view.step("Pass").frame.shape == (H, W, 3)
+        with pytest.raises(ServiceError) as info:
+            client.request("GET", "/v1/sessions/s1-nothing")
+        assert info.value.status == 404 and info.value.code == "session_not_found"
+        assert client._http_sessions  # it did use requests
+
+
 def test_other_tokens_cannot_see_a_session(service, bob, fifo_session):
     for method, path in [("GET", ""), ("DELETE", ""), ("POST", "/step"), ("POST", "/reset")]:
         with pytest.raises(ServiceError) as info:
