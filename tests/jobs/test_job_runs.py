@@ -356,3 +356,8 @@ def test_render_command_out_workers_and_no_resume(tmp_path, capsys):
     assert "holds a different job" in capsys.readouterr().err
     assert main(["render", str(tmp_path / "b.yaml"), "--out", out, "--no-resume", "--quiet"]) == 0
     assert [r["metadata"]["lastAction"] for r in load_dataset(out).records][-1] == "RotateLeft"
+    # the same job with its players behind an explicit session backend gives the same frames
+    out2 = str(tmp_path / "via-backend")
+    assert main(["render", str(tmp_path / "b.yaml"), "--out", out2, "--backend", "local", "--quiet"]) == 0
+    a, b = list(load_dataset(out)), list(load_dataset(out2))
+    assert len(a) == len(b) == 2 and all((x.frame == y.frame).all() for x, y in zip(a, b, strict=True))

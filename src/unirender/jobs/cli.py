@@ -20,6 +20,13 @@ def register(sub) -> None:
         help="continue a previous run of the same job in that directory (default), or start over",
     )
     p.add_argument("--quiet", action="store_true", help="no progress output, only the summary")
+    p.add_argument(
+        "--backend",
+        choices=["local", "ray"],
+        default=None,
+        help="where the players live: player processes driven from here (default), or Ray actors (unirender[ray])",
+    )
+    p.add_argument("--ray-address", default=None, help="Ray cluster to join (default: $RAY_ADDRESS, or a local one)")
     p.set_defaults(func=cmd_render)
 
     d = sub.add_parser("demo", help="render a short tour of a built-in scene in every modality")
@@ -35,13 +42,21 @@ def _run(spec, args) -> int:
     from unirender.jobs.progress import reporter_for
     from unirender.jobs.runner import render
 
+    backend = None
     try:
+        kind = getattr(args, "backend", None)
+        if kind:
+            from unirender.cluster import create_backend
+
+            options = {"address": args.ray_address} if kind == "ray" and args.ray_address else {}
+            backend = create_backend(kind, **options)
         result = render(
             spec,
             output_dir=getattr(args, "out", None),
             workers=getattr(args, "workers", None),
             resume=args.resume,
             reporter=reporter_for(sys.stderr, quiet=args.quiet),
+            backend=backend,
         )
     except SpecError as exc:
         print(f"unirender: {exc}", file=sys.stderr)
@@ -55,6 +70,9 @@ def _run(spec, args) -> int:
             file=sys.stderr,
         )
         return 130
+    finally:
+        if backend is not None:
+            backend.close()
     print(format_summary(result))
     return 0
 
