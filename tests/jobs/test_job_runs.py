@@ -218,8 +218,10 @@ def test_progress_on_a_terminal(tmp_path):
     spec["episodes"] = spec["episodes"][1:]
     job.write_text(yaml.safe_dump(spec))
     leader, follower = pty.openpty()
+    # A terminal that can draw (CI shells may export TERM=dumb, where rich rightly draws no live display).
+    env = {**os.environ, "TERM": "xterm-256color"}
     proc = subprocess.Popen(
-        [*CLI, "render", str(job)], stdin=follower, stdout=follower, stderr=follower, close_fds=True
+        [*CLI, "render", str(job)], stdin=follower, stdout=follower, stderr=follower, close_fds=True, env=env
     )
     os.close(follower)
     output = b""

@@ -220,8 +220,10 @@ def test_plain_progress_lines(tmp_path):
     assert "\x1b[" not in out.getvalue()
 
 
-def test_rich_progress_on_a_terminal():
+def test_rich_progress_on_a_terminal(monkeypatch):
     from rich.console import Console
+
+    monkeypatch.setenv("TERM", "xterm-256color")  # TERM=dumb (some CI shells) turns the live display off
 
     out = io.StringIO()
     reporter = RichReporter(Console(file=out, force_terminal=True, width=120))
