@@ -142,7 +142,8 @@ def test_file_mesh_and_texture_resolve_relative_to_the_scene(tmp_path):
     assert thing.mesh == f"file:{tmp_path / 'tri.obj'}"
     world = World(scene)
     obj = world.by_id[thing.object_id]
-    assert tuple(obj.lo) == pytest.approx((0, 0, 0)) and tuple(obj.hi) == pytest.approx((1, 2, 1))
+    # x is negated on import, as Unity's OBJ/glTF importers do (right-handed file -> left-handed world)
+    assert tuple(obj.lo) == pytest.approx((-1, 0, 0)) and tuple(obj.hi) == pytest.approx((0, 2, 1))
 
 
 def test_gltf_mesh_bounds(tmp_path):

@@ -24,6 +24,8 @@ def scene_file(tmp_path_factory):
     import trimesh
 
     trimesh.creation.box(extents=(0.4, 0.6, 0.3)).export(d / "crate.glb")  # glTF binary, centred
+    # a box whose file coordinates lie at +x of its origin: Unity's importer negates x, so it shows at -x
+    trimesh.creation.box(extents=(0.4, 0.4, 0.4)).apply_translation((0.4, 0.2, 0.0)).export(d / "offset.obj")
     scene = {
         "rooms": [{"size": [6, 6], "ceiling": False}],
         "objects": [
@@ -45,6 +47,12 @@ def scene_file(tmp_path_factory):
                 "mesh": {"file": "crate.glb"},
                 "position": [0.0, 0.3, 1.5],
                 "color": [0.8, 0.1, 0.1],
+            },
+            {
+                "objectType": "Offset",
+                "mesh": {"file": "offset.obj"},
+                "position": [0.0, 0.0, 3.0],
+                "color": [0.2, 0.2, 0.9],
             },
         ],  # fmt: skip
         "agents": [{"position": [0, 0]}],
@@ -85,6 +93,21 @@ def test_texture_and_obj_mesh_render(session):
     assert np.flatnonzero(crate.any(axis=1)).min() > H / 2
     red = rgb[crate].astype(int)
     assert (red[:, 0] > red[:, 1] + 20).all()
+
+
+def test_file_meshes_are_imported_as_unity_does_x_negated(session):
+    e = session.step({"action": "Initialize", "renderInstanceSegmentation": True}, patches=False)
+    meta = e.metadata["agents"][0]
+    ids = {c["name"]: tuple(c["color"]) for c in meta["colors"]}
+    inst = np.frombuffer([b for n, b in e.images if n == "image_ids"][0], np.uint8).reshape(H, W, 4)[::-1]
+    offset = (inst[..., :3] == ids["Offset|+00.00|+00.00|+03.00"]).all(axis=-1)
+    assert offset.sum() > 30
+    assert np.flatnonzero(offset.any(axis=0)).max() < W / 2  # entirely left of the centre: x was negated
+    (obj,) = [o for o in meta["objects"] if o["objectType"] == "Offset"]
+    box = obj["axisAlignedBoundingBox"]
+    assert box["center"]["x"] == pytest.approx(-0.4, abs=1e-3)
+    (key,) = [k for k in session.world.meshes.loaded if k.endswith("offset.obj")]
+    assert session.world.meshes.trimesh(key).volume > 0  # the reflection kept the faces outward
 
 
 def test_payload_order_and_per_step_modalities(session):

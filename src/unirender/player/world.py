@@ -33,6 +33,9 @@ def _hash_color(key: str, salt: int = 0) -> tuple[int, int, int]:
     return digest[0], digest[1], digest[2]
 
 
+_RIGHT_TO_LEFT_HANDED = np.diag([-1.0, 1.0, 1.0, 1.0])
+
+
 class MeshLibrary:
     """Local bounds of every mesh key; file meshes are loaded with trimesh (imported only then) and kept."""
 
@@ -57,6 +60,9 @@ class MeshLibrary:
                 raise SceneError(f"cannot load mesh file {path}: {exc}") from None
             if loaded.is_empty:
                 raise SceneError(f"mesh file {path} contains no triangles")
+            # OBJ and glTF are right-handed; Unity is left-handed. Unity's importers negate x, so a model appears
+            # here as it does in a Unity build (not mirrored). trimesh flips the face winding with the reflection.
+            loaded.apply_transform(_RIGHT_TO_LEFT_HANDED)
             self.loaded[key] = loaded
         return self.loaded[key]
 

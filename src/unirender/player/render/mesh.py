@@ -109,7 +109,8 @@ def cylinder(radius: float = 0.5, height: float = 1.0, segments: int = 24) -> Me
 
 def mesh_from_trimesh(obj) -> Mesh:
     """A trimesh.Trimesh (or a Scene, concatenated) as a Mesh. Coordinates are taken as Unity world numbers
-    unchanged; trimesh's outward counter-clockwise faces already have outward numeric cross products."""
+    unchanged (the scene loader has already converted a right-handed file as Unity's importers do, negating x);
+    trimesh's outward counter-clockwise faces already have outward numeric cross products."""
     import trimesh
 
     if isinstance(obj, trimesh.Scene):
