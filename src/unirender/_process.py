@@ -80,6 +80,17 @@ def _new_spawner_after_fork() -> None:
 os.register_at_fork(after_in_child=_new_spawner_after_fork)
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (owned by anyone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def signal_name(returncode: int | None) -> str | None:
     """``-11`` -> ``"SIGSEGV"``; non-negative or None -> None."""
     if returncode is None or returncode >= 0:

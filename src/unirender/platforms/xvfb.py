@@ -25,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from unirender._process import ManagedProcess, run_in_spawner_thread, tail_file
+from unirender._process import ManagedProcess, pid_alive, run_in_spawner_thread, tail_file
 from unirender.errors import PlatformError
 from unirender.platforms.x11 import X11_SOCKET_DIR, handshake
 
@@ -112,16 +112,6 @@ class VirtualDisplay:
 RECORD_DIR = os.path.join(tempfile.gettempdir(), f"unirender-xvfb-{os.getuid()}")
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _read_pid(path: str) -> int | None:
     try:
         with open(path) as f:
@@ -188,7 +178,7 @@ def clean_stale_displays() -> list[int]:
                 continue
             number = int(m.group(1))
             pid = _read_pid(os.path.join(directory, name))
-            if pid is not None and pid > 0 and not _pid_alive(pid):
+            if pid is not None and pid > 0 and not pid_alive(pid):
                 _remove_files_of(number, pid)
                 cleaned.add(number)
                 log.info("removed files left by dead X server :%d (pid %d)", number, pid)

@@ -17,6 +17,7 @@ import tempfile
 import time
 from collections import deque
 
+from unirender._process import pid_alive
 from unirender.protocol import Payload, ProtocolError
 from unirender.protocol.fifo import FieldType, FifoDecoder, decode_player_message, encode_message
 from unirender.protocol.state import encode_json_action
@@ -28,16 +29,6 @@ _OPEN_RETRY_S = 0.002
 
 
 FIFO_DIR_PREFIX = "unirender-fifo-"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def remove_stale_fifo_dirs(base: str | None = None) -> list[str]:
@@ -56,7 +47,7 @@ def remove_stale_fifo_dirs(base: str | None = None) -> list[str]:
         if not name.startswith(FIFO_DIR_PREFIX):
             continue
         pid_text = name[len(FIFO_DIR_PREFIX) :].split("-", 1)[0]
-        if not pid_text.isdigit() or _pid_alive(int(pid_text)):
+        if not pid_text.isdigit() or pid_alive(int(pid_text)):
             continue
         path = os.path.join(base, name)
         shutil.rmtree(path, ignore_errors=True)
