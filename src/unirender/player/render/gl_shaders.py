@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from .scene_state import MAX_LIGHTS
 
-_VERTEX = """
+# One uniform block, shared by both stages (std140: the layout the renderer packs).
+_FRAME_BLOCK = """
 layout(std140) uniform Frame {
     mat4 view_proj;
     mat4 prev_view_proj;
@@ -22,6 +23,9 @@ layout(std140) uniform Frame {
     vec4 light_vec[MAX_LIGHTS];
     vec4 light_color[MAX_LIGHTS];
 };
+"""
+
+_VERTEX = _FRAME_BLOCK + """
 
 in vec3 in_position;
 in vec3 in_normal;
@@ -60,17 +64,7 @@ void main() {
 }
 """
 
-_FRAGMENT = """
-layout(std140) uniform Frame {
-    mat4 view_proj;
-    mat4 prev_view_proj;
-    vec4 view_z;
-    vec4 viewport;
-    vec4 ambient;
-    vec4 background;
-    vec4 light_vec[MAX_LIGHTS];
-    vec4 light_color[MAX_LIGHTS];
-};
+_FRAGMENT = _FRAME_BLOCK + """
 uniform sampler2D albedo_texture;
 
 in vec3 v_world;
