@@ -187,23 +187,33 @@ def test_player_side_action_reader():
         decode_fifo_action(msg)
 
 
+def _readv(buffers: list[memoryview], available: bytes) -> int:
+    """What ``os.readv`` does: fill the buffers in order from what the pipe holds; the byte count."""
+    n = 0
+    for buffer in buffers:
+        take = min(len(buffer), len(available) - n)
+        buffer[:take] = available[n : n + take]
+        n += take
+        if n == len(available):
+            break
+    return n
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     messages=messages_strategy,
     reads=st.lists(st.integers(min_value=1, max_value=70000), min_size=1, max_size=20),
 )
 def test_read_into_buffers_yields_the_same_messages(messages, reads):
-    # the os.readv(fd, [decoder.get_buffer()]) pattern, with short reads of arbitrary sizes
+    # the os.readv(fd, decoder.get_buffers()) pattern, with short reads of arbitrary sizes
     stream = b"".join(encode_message(frames) for frames in messages)
     decoder = FifoDecoder()
     out, pos, i = [], 0, 0
     while pos < len(stream):
-        target = decoder.get_buffer()
-        n = min(len(target), reads[i % len(reads)], len(stream) - pos)
-        target[:n] = stream[pos : pos + n]
+        n = _readv(decoder.get_buffers(), stream[pos : pos + reads[i % len(reads)]])
         pos += n
         i += 1
-        out += decoder.buffer_updated(n)
+        out += decoder.buffers_updated(n)
     decoder.end_of_stream()
     assert [[(t, bytes(b)) for t, b in m.frames] for m in out] == [
         [(t, bytes(b)) for t, b in frames] for frames in messages
@@ -216,12 +226,11 @@ def test_large_bodies_are_read_in_place():
     decoder = FifoDecoder()
     out, pos, targets = [], 0, []
     while pos < len(stream):
-        target = decoder.get_buffer()
-        targets.append(target.obj)
-        n = min(len(target), len(stream) - pos)
-        target[:n] = stream[pos : pos + n]
+        buffers = decoder.get_buffers()
+        targets += [b.obj for b in buffers]
+        n = _readv(buffers, stream[pos:])
         pos += n
-        out += decoder.buffer_updated(n)
+        out += decoder.buffers_updated(n)
     (msg,) = out
     body = msg.frames[1][1]
     assert bytes(body) == image and body.readonly
@@ -231,11 +240,9 @@ def test_large_bodies_are_read_in_place():
 def _read_in_place(decoder: FifoDecoder, stream: bytes) -> list:
     out, pos = [], 0
     while pos < len(stream):
-        target = decoder.get_buffer()
-        n = min(len(target), len(stream) - pos)
-        target[:n] = stream[pos : pos + n]
+        n = _readv(decoder.get_buffers(), stream[pos:])
         pos += n
-        out += decoder.buffer_updated(n)
+        out += decoder.buffers_updated(n)
     return out
 
 

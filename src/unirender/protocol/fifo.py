@@ -141,8 +141,8 @@ class FifoDecoder:
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE):
         self.max_frame_size = max_frame_size
-        self._scratch = bytearray(SCRATCH_SIZE)
-        self._reading_body = False  # the last get_buffer() handed out the body under construction
+        self._scratch_view = memoryview(bytearray(SCRATCH_SIZE))
+        self._reading_body = False  # the last get_buffers() handed out the body under construction
         self._header = bytearray()
         self._body: memoryview | None = None  # body being filled, sized from its header
         self._body_type: FieldType | None = None
@@ -155,29 +155,33 @@ class FifoDecoder:
         """True while a message has started but its END_OF_MESSAGE has not arrived."""
         return bool(self._frames or self._header or self._body is not None)
 
-    def get_buffer(self) -> memoryview:
-        """Where the caller should read next (``os.readv(fd, [decoder.get_buffer()])``), then call
-        :meth:`buffer_updated` with the byte count. Inside a large frame body this is the body's own unfilled
-        tail, so image bytes go from the kernel straight into their final buffer (no intermediate copy);
-        otherwise it is a reusable scratch buffer. (The pattern of asyncio's ``BufferedProtocol``.)
+    def get_buffers(self) -> list[memoryview]:
+        """Where the caller should read next (``os.readv(fd, decoder.get_buffers())``), then call
+        :meth:`buffers_updated` with the byte count. Inside a large frame body the first buffer is the body's own
+        unfilled tail, so image bytes go from the kernel straight into their final buffer (no intermediate copy),
+        and a scratch buffer follows it so that one read also takes the next frame's header and the start of its
+        body (one ``readv`` per frame, not two); otherwise it is just the scratch buffer. (The pattern of
+        asyncio's ``BufferedProtocol``, with a vector.)
         """
         if self._body is not None and len(self._body) - self._filled >= SCRATCH_SIZE // 2:
             self._reading_body = True
-            return self._body[self._filled :]
+            return [self._body[self._filled :], self._scratch_view]
         self._reading_body = False
-        return memoryview(self._scratch)
+        return [self._scratch_view]
 
-    def buffer_updated(self, nbytes: int) -> list[FifoMessage]:
-        """``nbytes`` were written into the last :meth:`get_buffer`; returns the messages they complete."""
+    def buffers_updated(self, nbytes: int) -> list[FifoMessage]:
+        """``nbytes`` were written into the last :meth:`get_buffers`, in order; returns the messages they complete."""
         if not self._reading_body:
-            return self._feed(memoryview(self._scratch)[:nbytes], zero_copy=False)
+            return self._feed(self._scratch_view[:nbytes], zero_copy=False)
         self._reading_body = False
-        self._filled += nbytes
-        if self._filled < len(self._body):
+        room = len(self._body) - self._filled
+        if nbytes < room:
+            self._filled += nbytes
             return []
         self._frames.append((self._body_type, self._body.toreadonly()))
         self._body = None
-        return []
+        rest = nbytes - room
+        return self._feed(self._scratch_view[:rest], zero_copy=False) if rest else []
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[FifoMessage]:
         """Decode ``data`` (any fragment of the stream); returns the messages it completes."""

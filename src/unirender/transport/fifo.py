@@ -198,35 +198,41 @@ class FifoServer(Transport):
         return self.protocol.accept(metadata, files)
 
     def _read_messages(self, timeout: float | None) -> None:
-        """Read until at least one complete message is queued; raise on exit, EOF or deadline."""
+        """Read until at least one complete message is queued; raise on exit, EOF or deadline.
+
+        ``poll`` only when the pipe is empty: while data is flowing, reads follow each other directly (a read
+        that finds the player mid-write waits for that write on the pipe's lock, then takes all of it), so a
+        300x300 three-image emission costs one ``poll`` and about five ``readv`` instead of ten of each.
+        """
         deadline = deadline_after(timeout)
         poller = select.poll()
         poller.register(self._read_fd, select.POLLIN)
         if self._pidfd is not None:
             poller.register(self._pidfd, select.POLLIN)
-        fd, decoder = self._read_fd, self._decoder
-        while not self._pending:
-            wait = remaining(deadline)
-            if self._pidfd is None and self.process is not None:
-                wait = WATCH_PERIOD_S if wait is None else min(wait, WATCH_PERIOD_S)
-            events = poller.poll(None if wait is None else wait * 1000.0)
-            readable = False
-            for ready_fd, _mask in events:
-                if ready_fd == fd:
-                    readable = True
+        fd, decoder, pending = self._read_fd, self._decoder, self._pending
+        readable = False
+        while not pending:
             if readable:
                 try:
-                    # Large image bodies are read straight into their final buffer (no intermediate copy).
-                    n = os.readv(fd, [decoder.get_buffer()])
+                    n = os.readv(fd, decoder.get_buffers())
                 except BlockingIOError:
+                    readable = False
                     continue
                 if n == 0:  # every writer is gone: the player closed the pipe, almost always by dying
                     self._on_eof()
                 self._connected = True
                 try:
-                    self._pending.extend(decoder.buffer_updated(n))
+                    pending.extend(decoder.buffers_updated(n))
                 except ProtocolError as exc:
                     raise type(exc)(f"{exc} (garbage on server.pipe from {self._who()})") from exc
+                continue
+            wait = remaining(deadline)
+            if self._pidfd is None and self.process is not None:
+                wait = WATCH_PERIOD_S if wait is None else min(wait, WATCH_PERIOD_S)
+            for ready_fd, _mask in poller.poll(None if wait is None else wait * 1000.0):
+                if ready_fd == fd:
+                    readable = True
+            if readable:
                 continue
             if self._exited():
                 # Exit seen on the pidfd: whatever it wrote before dying is still readable, then EOF follows.
@@ -241,12 +247,12 @@ class FifoServer(Transport):
         """After the child's exit: queue any complete message still in the pipe. True if one was queued."""
         while True:
             try:
-                n = os.readv(self._read_fd, [self._decoder.get_buffer()])
+                n = os.readv(self._read_fd, self._decoder.get_buffers())
             except BlockingIOError:  # a grandchild still holds the write end: nothing more is coming from it
                 return bool(self._pending)
             if n == 0:
                 return bool(self._pending)
-            self._pending.extend(self._decoder.buffer_updated(n))
+            self._pending.extend(self._decoder.buffers_updated(n))
 
     def _on_eof(self):
         truncated = ""
