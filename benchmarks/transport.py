@@ -334,6 +334,62 @@ def bench_null(kind: str, nbytes: int, width: int, quick: bool, player: tuple | 
     return {"samples": times}
 
 
+# -- waitress floor -----------------------------------------------------------------------------------------------
+def waitress_peer() -> None:
+    """Child side of the WSGI server floor: waitress, tuned as the PlayerHub tunes it, with an app that reads the
+    body and answers a fixed action: the cost of the mandated WSGI server alone, without unirender's code."""
+    from waitress import create_server
+
+    from unirender.transport.hub import quick_ack_channel_class, waitress_options
+
+    def app(environ, start_response):
+        environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
+        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(REPLY)))])
+        return [REPLY]
+
+    server = create_server(app, host="127.0.0.1", port=0, **waitress_options(1))
+    server.channel_class = quick_ack_channel_class()
+    print(server.effective_port, flush=True)
+    server.run()
+
+
+def bench_waitress_floor(nbytes: int, width: int, quick: bool) -> dict:
+    """The same bytes POSTed to a bare waitress app the way Unity posts them (head, then body, in two sends on a
+    keep-alive socket); timed here from the request to the full response."""
+    warmup, steps = steps_for(width, quick)
+    child = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--waitress-peer"],
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        port = int(child.stdout.readline())
+        sock = socket.create_connection(("127.0.0.1", port))
+        body = os.urandom(nbytes)
+        head = (f"POST /train HTTP/1.1\r\nContent-Length: {nbytes}\r\n"
+                "Content-Type: multipart/form-data; boundary=\"b\"\r\n\r\n").encode()  # fmt: skip
+        response = bytearray(4096)
+        times = []
+        for i in range(warmup + steps):
+            t0 = time.perf_counter()
+            sock.sendall(head)
+            sock.sendall(body)
+            got = 0
+            while True:
+                n = sock.recv_into(memoryview(response)[got:])
+                if n == 0:
+                    raise RuntimeError("waitress floor server closed the connection")
+                got += n
+                end = response.find(b"\r\n\r\n", 0, got)
+                if end >= 0 and got >= end + 4 + len(REPLY):
+                    break
+            if i >= warmup:
+                times.append(time.perf_counter() - t0)
+        sock.close()
+    finally:
+        child.kill()
+        child.wait()
+        child.stdout.close()
+    return {"samples": times}
+
+
 # -- report -------------------------------------------------------------------------------------------------------
 def pooled(runs: list[dict]) -> dict:
     """Samples of every round pooled: load that drifts during the run hits every system alike."""
@@ -351,29 +407,33 @@ def run(args) -> str:
         for label, width, height, params in CONFIGS:
             nbytes = payload_bytes(width, height, params)
             for server, null_kind in (("fifo", "pipe"), ("wsgi", "tcp")):
-                runs: dict[str, list] = {"ours": [], "floor": [], "floor_player": [], "theirs": []}
+                runs: dict[str, list] = {"ours": [], "floor": [], "floor_player": [], "floor_server": [], "theirs": []}
                 for _round in range(args.rounds):  # interleaved rounds, pooled
                     runs["ours"].append(bench_unirender(exe, server, width, height, params, args.quick, tmp))
                     runs["floor"].append(bench_null(null_kind, nbytes, width, args.quick))
                     runs["floor_player"].append(
                         bench_null(null_kind, nbytes, width, args.quick, player=(width, height, params))
                     )
+                    if server == "wsgi":
+                        runs["floor_server"].append(bench_waitress_floor(nbytes, width, args.quick))
                     if ai2thor_python:
                         runs["theirs"].append(
                             bench_ai2thor(ai2thor_python, exe, server, width, height, params, args.quick, tmp)
                         )
                 result = {k: pooled(v) if v else None for k, v in runs.items()}
                 rows.append((label, server.upper(), nbytes, result["ours"], result["floor"], result["floor_player"],
-                             result["theirs"]))  # fmt: skip
+                             result["floor_server"], result["theirs"]))  # fmt: skip
                 print(format_row(rows[-1]), flush=True)
     return report(rows, args)
 
 
 def format_row(row) -> str:
-    label, server, nbytes, ours, floor, floor_player, theirs = row
+    label, server, nbytes, ours, floor, floor_player, floor_server, theirs = row
     text = (f"{label:24s} {server:4s} unirender {ours['median_ms']:6.2f} ms (p90 {ours['p90_ms']:6.2f}, ctl "
             f"{ours['controller_overhead_ms']:.3f})  null {floor['median_ms']:6.2f}  null+player "
             f"{floor_player['median_ms']:6.2f}")  # fmt: skip
+    if floor_server:
+        text += f"  bare waitress {floor_server['median_ms']:6.2f}"
     if theirs:
         text += f"  ai2thor {theirs['median_ms']:7.2f}"
     return text
@@ -393,22 +453,26 @@ def report(rows, args) -> str:
         "Columns: **unirender** = `Controller.step()` (images not decoded: lazy); **null** = the same number of bytes",
         "per step over a pipe / TCP socket between two processes that do nothing else; **null+player** = the same,",
         "but the peer also does the fake player's own per-step work (metadata, msgpack / WWWForm, HTTP head), so",
-        "unirender / null+player isolates what unirender's transport and controller add; **ctl** = controller",
+        "unirender / null+player isolates what unirender's transport and controller add; **bare waitress** (WSGI",
+        "only) = the same bytes POSTed the way Unity posts them to a waitress app, tuned as the PlayerHub tunes it,",
+        "that reads the body and answers a fixed action: what the WSGI server alone costs; **ctl** = controller",
         "overhead (step time minus time inside `transport.send`/`receive`).",
         "",
         "| payload | transport | bytes/step | unirender median / p90 ms | null median ms | null+player median ms |"
-        " unirender / null | unirender / null+player | AI2-THOR 5.0.0 median / p90 ms | AI2-THOR / unirender |"
-        " ctl ms |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        " bare waitress median ms | unirender / null | unirender / null+player | bare waitress / null |"
+        " AI2-THOR 5.0.0 median / p90 ms | AI2-THOR / unirender | ctl ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for label, server, nbytes, ours, floor, floor_player, theirs in rows:
+    for label, server, nbytes, ours, floor, floor_player, floor_server, theirs in rows:
         ai2 = f"{theirs['median_ms']:.2f} / {theirs['p90_ms']:.2f}" if theirs else "not run"
         ai2_ratio = f"{theirs['median_ms'] / ours['median_ms']:.2f}x" if theirs else "-"
+        bare = f"{floor_server['median_ms']:.2f}" if floor_server else "-"
+        bare_ratio = f"{floor_server['median_ms'] / floor['median_ms']:.2f}x" if floor_server else "-"
         lines.append(
             f"| {label} | {server} | {nbytes:,} | {ours['median_ms']:.2f} / {ours['p90_ms']:.2f} | "
-            f"{floor['median_ms']:.2f} | {floor_player['median_ms']:.2f} | "
+            f"{floor['median_ms']:.2f} | {floor_player['median_ms']:.2f} | {bare} | "
             f"{ours['median_ms'] / floor['median_ms']:.2f}x | {ours['median_ms'] / floor_player['median_ms']:.2f}x | "
-            f"{ai2} | {ai2_ratio} | {ours['controller_overhead_ms']:.3f} |"
+            f"{bare_ratio} | {ai2} | {ai2_ratio} | {ours['controller_overhead_ms']:.3f} |"
         )
     lines += [
         "",
@@ -420,6 +484,9 @@ def report(rows, args) -> str:
 
 
 def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--waitress-peer":
+        waitress_peer()
+        return 0
     if len(sys.argv) > 1 and sys.argv[1] == "--null-peer":
         kind, nbytes, a, b = sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
         if len(sys.argv) > 7 and sys.argv[6] == "--with-player":
