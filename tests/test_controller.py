@@ -200,6 +200,30 @@ def test_scene_reset_and_keep_alive_over_100_steps_on_one_socket(make):
 
 
 @pytest.mark.parametrize("server", ["fifo", "wsgi"])
+def test_procthor_house_scene_resets_to_procedural_then_creates_the_house(make, server):
+    house = {"id": "house-7", "rooms": [{"id": "room|1"}], "objects": []}
+    c = make(server, scene=house, renderDepthImage=True)
+    event = c.last_event
+    assert event.metadata["lastAction"] == "CreateHouse" and event
+    assert event.metadata["sceneName"] == "Procedural"
+    assert event.metadata["fakePlayer"]["house"] == "house-7"
+    assert event.depth_frame is not None  # Initialize came before CreateHouse
+    assert c.step("MoveAhead").metadata["fakePlayer"]["house"] == "house-7"
+    event = c.reset()  # the same house again, built anew after the Reset cleared it
+    assert event.metadata["lastAction"] == "CreateHouse" and event.metadata["fakePlayer"]["house"] == "house-7"
+    event = c.reset({"rooms": [{}, {}]})
+    assert event.metadata["fakePlayer"]["house"] == "house-2-rooms"
+    with pytest.raises(ActionError, match="'rooms' list") as info:
+        c.reset({"id": "no-rooms"})
+    assert info.value.error_code == "InvalidArgument"
+    assert c.scene == "Procedural"  # not the house that failed to build
+    with pytest.raises(TypeError, match="house dict"):
+        c.reset(42)
+    event = c.reset("FloorPlan1")
+    assert event.metadata["sceneName"] == "FloorPlan1_physics" and event.metadata["fakePlayer"]["house"] is None
+
+
+@pytest.mark.parametrize("server", ["fifo", "wsgi"])
 def test_action_errors(make, server):
     c = make(server)
     with pytest.raises(ValueError, match="needs an action name"):

@@ -36,6 +36,7 @@ QUALITY_SETTINGS = {
 # errorCodes that mean "this action was wrong", raised as ActionError (spec 6.6).
 ACTION_ERROR_CODES = frozenset({"InvalidAction", "MissingArguments", "AmbiguousAction", "InvalidArgument"})
 # Python-side aliases 5.0.0 applies to Initialize (the old keys are kept too).
+PROCEDURAL_SCENE = "Procedural"  # ProcTHOR builds: a house dict is built in this scene with CreateHouse
 _INIT_ALIASES = {"renderClassImage": "renderSemanticSegmentation", "renderObjectImage": "renderInstanceSegmentation"}
 _log_counter = itertools.count()
 
@@ -58,7 +59,7 @@ class Controller:
         height: int = 300,
         server: str = "fifo",
         quality: str = "Ultra",
-        scene: str | None = None,
+        scene: str | dict | None = None,
         x_display: str | None = None,
         platform=None,
         headless: bool = False,
@@ -136,8 +137,12 @@ class Controller:
             command["renderImage"] = False  # what 5.0.0 does for every action when headless
         return self._guarded(lambda: self._exchange(command, raise_for_failure))
 
-    def reset(self, scene: str | None = None, **initialize_params):
-        """Load ``scene`` (default: the current one) and re-send Initialize with the merged parameters."""
+    def reset(self, scene: str | dict | None = None, **initialize_params):
+        """Load ``scene`` (default: the current one) and re-send Initialize with the merged parameters.
+
+        ``scene`` may be a ProcTHOR house (a dict): the player resets to ``Procedural`` and, after Initialize,
+        builds it with ``CreateHouse``, as AI2-THOR does.
+        """
         self.initialization_parameters.update(initialize_params)
         return self._guarded(lambda: self._reset(scene if scene is not None else self.scene))
 
@@ -230,12 +235,21 @@ class Controller:
         if self.resolution is not None and self.resolution.name == "CloudRendering":
             self._exchange({"action": "ChangeQuality", "quality": self.quality}, True)
 
-    def _reset(self, scene: str | None):
+    def _reset(self, scene: str | dict | None):
         scenes = self._scenes()
+        house = None
+        if isinstance(scene, dict):  # a ProcTHOR house: Reset to "Procedural", then CreateHouse (spec 6.4)
+            house, scene = scene, PROCEDURAL_SCENE
+            if scenes is not None and PROCEDURAL_SCENE not in scenes:
+                raise ValueError(
+                    f"a house needs a ProcTHOR build (scene {PROCEDURAL_SCENE!r}); this build has {scenes}"
+                )
         if scene is None:
             if not scenes:
                 raise ValueError("no scene given and the player does not list its scenes (GetScenesInBuild)")
             scene = sorted(scenes)[0]
+        if not isinstance(scene, str):
+            raise TypeError(f"scene must be a scene name or a ProcTHOR house dict, got {type(scene).__name__}")
         if scenes is not None and scene not in scenes and f"{scene}_physics" in scenes:
             scene = f"{scene}_physics"  # FloorPlanN -> FloorPlanN_physics, as 5.0.0 does
         # A scene file (the reference player loads scenes by path) is not in the build's list by nature.
@@ -245,7 +259,11 @@ class Controller:
         self._exchange({"action": "Reset", "sceneName": scene, "sequenceId": 0}, True)
         self.scene = scene
         self._fix_screen()
-        return self._initialize()
+        event = self._initialize()
+        if house is not None:
+            event = self._exchange({"action": "CreateHouse", "house": house}, True)
+            self.scene = house  # reset() without a scene (and a restart) builds the same house again
+        return event
 
     def _scenes(self) -> list[str] | None:
         if self._scenes_in_build is None:
