@@ -7,6 +7,9 @@ CloudRendering (lavapipe): no X server needed, and the start sequence then alway
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import threading
 import time
 
 import numpy as np
@@ -221,6 +224,57 @@ def test_procthor_house_scene_resets_to_procedural_then_creates_the_house(make, 
         c.reset(42)
     event = c.reset("FloorPlan1")
     assert event.metadata["sceneName"] == "FloorPlan1_physics" and event.metadata["fakePlayer"]["house"] is None
+
+
+def test_start_unity_false_drives_a_player_started_elsewhere(fake_player_exe, tmp_path):  # noqa: F811
+    # Like AI2-THOR's Controller(start_unity=False) for the Unity Editor: we only listen; someone else starts the
+    # player with no AI2THOR_* variables but the port, so it speaks WSGI and sends an empty token.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AI2THOR_")}
+    env.update(AI2THOR_PORT=str(port), FAKE_PLAYER_FLAVOUR="Linux64", FAKE_PLAYER_MISBEHAVE="")
+    result: dict = {}
+
+    def connect():
+        try:
+            result["controller"] = Controller(start_unity=False, port=port, width=32, height=24, scene="FloorPlan2",
+                                              server="wsgi", server_start_timeout=30, log_dir=tmp_path)  # fmt: skip
+        except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+            result["error"] = exc
+
+    thread = threading.Thread(target=connect)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # wait until the controller listens, as a user starts the Editor's play mode
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.02)
+    with open(tmp_path / "player.log", "wb") as log:
+        player = subprocess.Popen([fake_player_exe], env=env, stdout=log, stderr=log)
+    try:
+        thread.join(60)
+        assert "error" not in result, result.get("error")
+        c = result["controller"]
+        assert c.process is None and c.resolution is None
+        event = c.step("MoveAhead")
+        assert event.metadata["sceneName"] == "FloorPlan2_physics"
+        assert (event.metadata["screenWidth"], event.metadata["screenHeight"]) == (32, 24)  # ChangeResolution sent
+        assert "AI2THOR_CLIENT_TOKEN" not in event.metadata["fakePlayer"]["env"]
+        c.stop()  # releases the player's pending request with an empty action (as 5.0.0's stop()), kills nothing
+        deadline = time.monotonic() + 10
+        while b"empty action" not in (tmp_path / "player.log").read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert b"empty action" in (tmp_path / "player.log").read_bytes()
+        assert player.poll() is None  # still running: it is the user's to stop, like the Editor's play mode
+    finally:
+        if player.poll() is None:
+            player.kill()
+            player.wait()
+    with pytest.raises(ValueError, match="needs server='wsgi'"):
+        Controller(start_unity=False, server="fifo")
 
 
 @pytest.mark.parametrize("server", ["fifo", "wsgi"])

@@ -19,7 +19,7 @@ from unirender._process import ManagedProcess
 from unirender.errors import ActionError, PlayerCrashedError, PlayerError, RestartError
 from unirender.protocol import ProtocolError, build_event
 from unirender.protocol.images import parse_depth_format
-from unirender.transport import PlayerHub, Transport, make_transport
+from unirender.transport import PlayerHub, Transport, WsgiServer, make_transport
 
 BUILTIN = "builtin"
 # Unity quality names -> -screen-quality index (spec 6.2); "DONOTUSE" (0) is rejected like 5.0.0 does.
@@ -36,6 +36,7 @@ QUALITY_SETTINGS = {
 # errorCodes that mean "this action was wrong", raised as ActionError (spec 6.6).
 ACTION_ERROR_CODES = frozenset({"InvalidAction", "MissingArguments", "AmbiguousAction", "InvalidArgument"})
 # Python-side aliases 5.0.0 applies to Initialize (the old keys are kept too).
+UNITY_DEFAULT_PORT = 8200  # where a player without AI2THOR_* variables sends its WSGI requests (spec 9.13)
 PROCEDURAL_SCENE = "Procedural"  # ProcTHOR builds: a house dict is built in this scene with CreateHouse
 _INIT_ALIASES = {"renderClassImage": "renderSemanticSegmentation", "renderObjectImage": "renderInstanceSegmentation"}
 _log_counter = itertools.count()
@@ -70,6 +71,9 @@ class Controller:
         depth_format: str = "Meters",
         player_hub: PlayerHub | None = None,
         log_dir: str | os.PathLike | None = None,
+        start_unity: bool = True,
+        host: str = "127.0.0.1",
+        port: int | None = None,
         **initialize_params,
     ):
         if quality not in QUALITY_SETTINGS:
@@ -82,9 +86,19 @@ class Controller:
         if player_hub is not None and str(server).lower() != "wsgi":
             raise ValueError("player_hub only applies to server='wsgi'")
         self.depth_format = parse_depth_format(depth_format)
+        # start_unity=False: a player started by someone else (the Unity Editor in play mode, a build run by
+        # hand) connects to us. Without AI2THOR_* variables Unity speaks WSGI to 127.0.0.1:8200 (spec 9.13).
+        self.start_unity = bool(start_unity)
+        self.host, self.port = host, (port if port is not None else (0 if start_unity else UNITY_DEFAULT_PORT))
+        if not self.start_unity:
+            if str(server).lower() != "wsgi":
+                raise ValueError("start_unity=False needs server='wsgi': a player started elsewhere speaks HTTP")
+            if player_hub is not None:
+                raise ValueError("start_unity=False listens on its own port (host=, port=); not with player_hub")
+            executable = BUILTIN  # not launched; kept for error messages
         self.builtin = str(executable) == BUILTIN
         self.executable = BUILTIN if self.builtin else os.fspath(executable)
-        if not self.builtin and not os.access(self.executable, os.X_OK):
+        if self.start_unity and not self.builtin and not os.access(self.executable, os.X_OK):
             raise FileNotFoundError(f"player executable {self.executable!r} does not exist or is not executable")
         self.width, self.height, self.quality = width, height, quality
         self.server = str(server).lower()
@@ -108,7 +122,7 @@ class Controller:
         stamp = time.strftime("%Y%m%d-%H%M%S")
         self.log_path = str(log_root / f"player-{stamp}-{os.getpid()}-{next(_log_counter)}.log")
         try:
-            self.resolution = self._resolve_platform()
+            self.resolution = self._resolve_platform() if self.start_unity else None
             self._launch()
             self._start_sequence()
         except BaseException:
@@ -211,7 +225,13 @@ class Controller:
 
     def _launch(self) -> None:
         """A fresh transport and player process; then wait for the hello event (spec 6.4 steps 2-5)."""
-        self.transport = make_transport(self.server, hub=self.player_hub)
+        if not self.start_unity:
+            self.transport = WsgiServer(host=self.host, port=self.port)
+            self.transport.accept_any_token = True  # the player was given no token: it sends an empty one
+            self.transport.start()
+            self._set_event(self.transport.receive(self.server_start_timeout))
+            return
+        self.transport = make_transport(self.server, hub=self.player_hub, host=self.host, port=self.port)
         if hasattr(self.transport, "send_timeout"):  # FIFO: an action the player does not read is a hang too
             self.transport.send_timeout = self.server_timeout
         self.transport.start()

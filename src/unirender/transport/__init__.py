@@ -13,13 +13,16 @@ from unirender.transport.wsgi import WsgiServer
 __all__ = ["FifoServer", "PlayerHub", "Transport", "WsgiServer", "make_transport"]
 
 
-def make_transport(server: str, *, hub: PlayerHub | None = None) -> Transport:
-    """``"fifo"`` or ``"wsgi"`` (any case) -> a new, unstarted transport."""
+def make_transport(server: str, *, hub: PlayerHub | None = None, host: str = "127.0.0.1", port: int = 0) -> Transport:
+    """``"fifo"`` or ``"wsgi"`` (any case) -> a new, unstarted transport. ``host``/``port``: where a WSGI
+    transport without a shared ``hub`` listens (port 0: any free one)."""
     kind = server.lower()
     if kind == "fifo":
-        if hub is not None:
-            raise ValueError("player_hub only applies to server='wsgi'")
+        if hub is not None or port:
+            raise ValueError("player_hub and port only apply to server='wsgi'")
         return FifoServer()
     if kind == "wsgi":
-        return WsgiServer(hub=hub)
+        if hub is not None and port:
+            raise ValueError("a WSGI transport on a shared player_hub listens on the hub's port, not port=")
+        return WsgiServer(hub=hub, host=host, port=port)
     raise ValueError(f"server must be 'fifo' or 'wsgi', got {server!r}")

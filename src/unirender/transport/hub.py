@@ -222,6 +222,8 @@ class PlayerHub:
         except ProtocolError as exc:
             return self._bad(start_response, "400 Bad Request", f"bad /train form: {exc}", token, exc)
         channel = self._channels.get(token) if token is not None else None
+        if channel is None and self._owner is not None and self._owner.accept_any_token:
+            channel = self._owner
         if channel is None:
             self.rejected_tokens += 1
             log.warning("rejected POST /train with an unknown client token")

@@ -35,6 +35,8 @@ class WsgiServer(Transport):
     """Python's end of the WSGI transport for one player, on its own hub or on a shared one (``hub=``)."""
 
     server_type = "WSGI"
+    # True for a player we did not launch (Controller(start_unity=False)): it was given no token, so any is taken.
+    accept_any_token = False
 
     def __init__(self, *, hub: PlayerHub | None = None, host: str = "127.0.0.1", port: int = 0):
         super().__init__()
