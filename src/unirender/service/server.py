@@ -57,9 +57,10 @@ def service_channel_class():
                 head, self._held_head = self._held_head, None
                 pieces = [data] if head is None else [head, data]
                 sent = 0
-                if not self.total_outbufs_len:  # nothing queued meanwhile: the order on the wire holds
+                sock = self.socket  # None once the main loop has closed the channel
+                if sock is not None and self.connected and not self.total_outbufs_len:  # else: queue behind
                     try:
-                        sent = self.socket.sendmsg(pieces)
+                        sent = sock.sendmsg(pieces)
                     except OSError:  # full (EAGAIN) or broken: waitress's own flush handles it below
                         sent = 0
                     if sent:
