@@ -94,6 +94,22 @@ def test_fifo_session_matches_local_controller_in_every_format(service, fifo_ses
         view.client.close()
 
 
+def test_bodies_sent_straight_to_the_socket_match_a_local_controller(alice):
+    """At 200x150 a msgpack step is ~360 KB, above the channel's direct-send threshold (test_channel.py): the
+    frames still decode to a local Controller's, step after step on one keep-alive connection."""
+    env = EnvironmentSpec(width=200, height=150)
+    controller = Controller(**env.controller_kwargs(RenderSpec(modalities=MODALITIES)), scene="FloorPlan1")
+    try:
+        with alice.session(env, render={"modalities": MODALITIES}, scene="FloorPlan1") as session:
+            for action in ACTIONS * 2:
+                assert_same_event(session.step(action), controller.step(action))
+            resp = alice.request("POST", f"/v1/sessions/{session.id}/step", {"action": "Pass"},
+                                 accept="application/x-msgpack")
+            assert int(resp.headers["Content-Length"]) == len(resp.content) > 64 * 1024
+    finally:
+        controller.stop()
+
+
 def test_wsgi_session_serves_its_player_on_the_service_port(alice, local):
     with alice.session({"width": W, "height": H, "transport": "wsgi"}, render={"modalities": MODALITIES},
                        scene="FloorPlan1") as session:
