@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import logging
 import socket
+import sys
+import sysconfig
 import threading
+import time
 from typing import TYPE_CHECKING
 
 from unirender.protocol import ProtocolError
@@ -35,6 +38,108 @@ _IDLE_CHANNEL_TIMEOUT_S = 24 * 3600  # a Unity socket idles between episodes; wa
 
 
 _COALESCE_LIMIT = 64 * 1024  # a held response head is joined with a body up to this size (copying more costs more)
+_FRAME_BODY_MIN = 64 * 1024  # request bodies at least this big (frames) are received straight into one buffer
+_FRAME_BODY_POOL = 4  # recycled frame buffers per server (the last event usually still holds one)
+
+
+def _unused_refs() -> int:
+    """``sys.getrefcount`` of a pooled buffer nobody else holds, read with the same code shape as ``take``."""
+    pool = [bytearray(1)]
+    for i in range(len(pool)):
+        buffer = pool[i]
+        return sys.getrefcount(buffer)
+    raise AssertionError("unreachable")
+
+
+# Free-threaded builds: reference counts do not tell "nobody holds it"; no recycling there.
+_UNUSED_REFS = -1 if sysconfig.get_config_var("Py_GIL_DISABLED") else _unused_refs()
+
+
+class _FramePool:
+    """Body buffers handed out oldest first, reused once nothing (an event's view, a request) references them:
+    a fresh 1 MiB buffer per step costs ~250 page faults; a reused one none."""
+
+    def __init__(self) -> None:
+        self._pool: list[bytearray] = []
+
+    def take(self, size: int) -> bytearray:
+        pool = self._pool
+        for i in range(len(pool)):
+            buffer = pool[i]
+            if len(buffer) == size and sys.getrefcount(buffer) == _UNUSED_REFS:
+                del pool[i]
+                pool.append(buffer)
+                return buffer
+        buffer = bytearray(size)
+        pool.append(buffer)
+        if len(pool) > _FRAME_BODY_POOL:
+            del pool[0]
+        return buffer
+
+
+class FrameBody:
+    """A request body received into one buffer of its own (the subset of waitress's buffer API its
+    ``FixedStreamReceiver`` and request use). ``in_place`` counts bytes the channel already wrote into the tail
+    with ``recv_into``: appending them only moves the fill mark."""
+
+    def __init__(self, data: bytearray) -> None:
+        self.data: bytearray | None = data
+        self.filled = 0
+        self.in_place = 0
+
+    def __len__(self) -> int:
+        return self.filled
+
+    def append(self, chunk) -> None:
+        n = len(chunk)
+        if self.in_place:
+            self.in_place -= n
+        else:
+            self.data[self.filled : self.filled + n] = chunk
+        self.filled += n
+
+    def tail(self) -> memoryview:
+        return memoryview(self.data)[self.filled :]
+
+    def getfile(self) -> FrameBodyStream:
+        return FrameBodyStream(self.data, self.filled)
+
+    def close(self) -> None:
+        self.data = None  # the buffer lives on only in the views parsed out of it
+
+
+class FrameBodyStream:
+    """``wsgi.input`` over a :class:`FrameBody`: a read-only file for any WSGI code, and ``frame_body`` (the
+    buffer itself) for the hub, which parses it in place."""
+
+    def __init__(self, data: bytearray, length: int) -> None:
+        self.frame_body = data if length == len(data) else memoryview(data)[:length]
+        self._view = memoryview(data)[:length]
+        self._pos = 0
+
+    def read(self, size: int | None = -1) -> bytes:
+        end = len(self._view) if size is None or size < 0 else min(len(self._view), self._pos + size)
+        chunk = bytes(self._view[self._pos : end])
+        self._pos = end
+        return chunk
+
+    def readline(self, size: int | None = -1) -> bytes:
+        limit = len(self._view) if size is None or size < 0 else min(len(self._view), self._pos + size)
+        newline = self.frame_body.find(b"\n", self._pos, limit) if isinstance(self.frame_body, bytearray) else -1
+        if newline < 0 and not isinstance(self.frame_body, bytearray):
+            newline = bytes(self._view[self._pos : limit]).find(b"\n")
+            newline = newline + self._pos if newline >= 0 else -1
+        return self.read((newline + 1 if newline >= 0 else limit) - self._pos)
+
+    def readlines(self, hint: int = -1) -> list[bytes]:
+        return list(self)
+
+    def __iter__(self):
+        while line := self.readline():
+            yield line
+
+    def close(self) -> None:
+        pass
 
 
 def quick_ack_channel_class():
@@ -47,19 +152,62 @@ def quick_ack_channel_class():
     spec wants one write (2.7), so a head announcing a body is held until the body arrives and joined with it.
     """
     from waitress.channel import HTTPChannel
+    from waitress.parser import HTTPRequestParser
+    from waitress.receiver import FixedStreamReceiver
 
     quickack = getattr(socket, "TCP_QUICKACK", None)
+    pool = _FramePool()
+
+    class FrameBodyParser(HTTPRequestParser):
+        """waitress's parser; a frame-sized body goes into a buffer of its own instead of waitress's chain of
+        buffers (bytes, then a growing ``BytesIO``), which ``wsgi.input.read`` would then copy out again."""
+
+        def parse_header(self, header_plus):
+            super().parse_header(header_plus)
+            length = self.content_length
+            if not self.chunked and _FRAME_BODY_MIN <= length < self.adj.max_request_body_size:
+                self.body_rcv = FixedStreamReceiver(length, FrameBody(pool.take(length)))
 
     class QuickAckChannel(HTTPChannel):
+        parser_class = FrameBodyParser
         _held_head: bytes | None = None
 
         def handle_read(self):
-            super().handle_read()
+            request = self.request
+            body = request.body_rcv.buf if request is not None and request.body_rcv is not None else None
+            if isinstance(body, FrameBody) and body.data is not None and not request.completed:
+                self._read_into(body)  # the kernel writes the frame straight into its final buffer
+            else:
+                super().handle_read()
             if quickack is not None and self.socket is not None:
                 try:
                     self.socket.setsockopt(socket.IPPROTO_TCP, quickack, 1)
                 except OSError:
                     pass
+
+        def _read_into(self, body: FrameBody) -> None:
+            """``handle_read`` for a frame body: ``recv_into`` its tail, then let waitress account for the bytes
+            as if it had read them (its parser appends them, which only moves the fill mark)."""
+            tail = body.tail()
+            try:
+                n = self.socket.recv_into(tail)
+            except BlockingIOError:
+                return
+            except OSError:
+                if self.adj.log_socket_errors:
+                    self.logger.exception("Socket error")
+                self.handle_close()
+                return
+            if not n:  # the client closed: as waitress's own read handles it
+                self.handle_close()
+                self.connected = False
+                return
+            self.last_activity = time.time()
+            body.in_place = n
+            try:
+                self.received(tail[:n])
+            finally:
+                body.in_place = 0
 
         def write_soon(self, data):
             held = self._held_head
@@ -117,6 +265,7 @@ class PlayerHub:
         self._lock = threading.Lock()
         self._server = None
         self._thread: threading.Thread | None = None
+        self._part_sizes: dict[str, int] = {}  # frame sizes by form field, so parsing skips the boundary scan
         self.rejected_tokens = 0  # requests answered 403
         self.bad_requests = 0  # requests answered 400
 
@@ -216,7 +365,7 @@ class PlayerHub:
             return self._bad(start_response, "400 Bad Request", "request body shorter than Content-Length", None)
         token = None
         try:
-            fields, files = parse_form(environ.get("CONTENT_TYPE"), body)
+            fields, files = parse_form(environ.get("CONTENT_TYPE"), body, part_sizes=self._part_sizes)
             token = (fields.get("token") or [None])[0]
             metadata, files, token = payload_parts_from_form(fields, files)
         except ProtocolError as exc:
@@ -244,8 +393,12 @@ class PlayerHub:
         return _plain(start_response, status, text)
 
 
-def _read_body(stream, length: int) -> bytes:
-    """Exactly ``length`` bytes (fewer only if the client stopped sending): ``bytes``, so parsing is zero-copy."""
+def _read_body(stream, length: int) -> bytes | bytearray:
+    """Exactly ``length`` bytes (fewer only if the client stopped sending), as ``bytes`` or the frame's own
+    ``bytearray`` (:class:`FrameBodyStream`), so parsing is zero-copy."""
+    frame = getattr(stream, "frame_body", None)
+    if isinstance(frame, bytearray) and len(frame) == length:
+        return frame
     data = stream.read(length)
     if len(data) == length:
         return data
