@@ -120,6 +120,34 @@ def test_round_trip(fields):
     assert binary or parsed_files == {}
 
 
+@settings(max_examples=60, deadline=None)
+@given(forms=st.lists(st.lists(st.tuples(names, values), min_size=1, max_size=6), min_size=1, max_size=4))
+def test_remembered_part_sizes_never_change_the_result(forms):
+    # the same names with sizes that may change from form to form: a wrong size falls back to the scan
+    sizes: dict[str, int] = {}
+    for fields in forms:
+        content_type, body = build_wwwform(fields)
+        plain_fields, plain_files = parse_form(content_type, body)
+        fields_, files_ = parse_form(content_type, body, part_sizes=sizes)
+        assert fields_ == plain_fields
+        assert {k: [bytes(v) for v in vs] for k, vs in files_.items()} == {
+            k: [bytes(v) for v in vs] for k, vs in plain_files.items()
+        }
+
+
+def test_remembered_part_sizes_skip_the_scan_and_follow_changes():
+    frame = b"\x00" * 1000
+    sizes: dict[str, int] = {}
+    content_type, body = build_wwwform([("metadata", "{}"), ("image", frame), ("token", "t")])
+    parse_form(content_type, body, part_sizes=sizes)
+    assert sizes["image"] == 1000 and sizes["metadata"] == 2
+    content_type, body = build_wwwform([("metadata", "{}"), ("image", frame[:10]), ("token", "t")])
+    _fields, files = parse_form(content_type, bytearray(body), part_sizes=sizes)  # smaller: scanned again
+    assert bytes(files["image"][0]) == frame[:10] and sizes["image"] == 10
+    with pytest.raises(MultipartError, match="no closing boundary"):  # a truncated body is still an error
+        parse_form(content_type, body[: body.rindex(b"\r\n--")], part_sizes={"token": 1, "image": 10**6})
+
+
 def test_payload_parts_and_legacy_action_returns():
     fields = {
         "metadata": ['{"agents": [{"actionReturn": "kept"}, {}], "sequenceId": 3}'],

@@ -81,9 +81,14 @@ def build_wwwform(fields: list[tuple[str, str | bytes]], boundary: str | None = 
 
 
 def parse_form(
-    content_type: str | None, body: bytes | bytearray | memoryview
+    content_type: str | None, body: bytes | bytearray | memoryview, *, part_sizes: dict[str, int] | None = None
 ) -> tuple[dict[str, list[str]], dict[str, list[memoryview]]]:
     """A form body -> ``(fields, files)``; both map a name to its values in order of appearance.
+
+    ``part_sizes`` (optional, updated in place): sizes of earlier forms' parts by name. A part whose closing
+    delimiter sits exactly at its remembered size is taken without scanning its bytes for the boundary (frames
+    keep their size from step to step: that scan is most of the parse). Well-formed bodies parse the same either
+    way, since a boundary never occurs inside a part; otherwise the boundary is searched for as usual.
 
     ``multipart/form-data``: parts with a ``filename`` are files (read-only memoryviews into ``body``, zero-copy
     when ``body`` is ``bytes``/``bytearray``; a ``memoryview`` body is copied once to search it), other parts
@@ -97,7 +102,7 @@ def parse_form(
         boundary = options.get("boundary")
         if not boundary:
             raise MultipartError(f"multipart Content-Type has no boundary parameter: {content_type!r}")
-        return _parse_multipart(boundary.encode("latin-1"), body)
+        return _parse_multipart(boundary.encode("latin-1"), body, part_sizes)
     return _parse_urlencoded(body), {}
 
 
@@ -113,7 +118,9 @@ def _parse_urlencoded(body) -> dict[str, list[str]]:
     return fields
 
 
-def _parse_multipart(boundary: bytes, body) -> tuple[dict[str, list[str]], dict[str, list[memoryview]]]:
+def _parse_multipart(
+    boundary: bytes, body, part_sizes: dict[str, int] | None = None
+) -> tuple[dict[str, list[str]], dict[str, list[memoryview]]]:
     if isinstance(body, memoryview):
         body = body.tobytes()
     view = memoryview(body).toreadonly()
@@ -137,11 +144,6 @@ def _parse_multipart(boundary: bytes, body) -> tuple[dict[str, list[str]], dict[
             raise MultipartError(f"part {index}: headers are not terminated by an empty line")
         headers = _parse_part_headers(body[pos + 2 : head_end], index)
         start = head_end + 4
-        end = body.find(delimiter, start)
-        if end < 0:
-            raise MultipartError(
-                f"part {index}: no closing boundary {delimiter.decode('latin-1')!r} (truncated body?)"
-            )
         disposition, params = _options(headers.get("content-disposition", ""))
         if disposition != "form-data" or "name" not in params:
             raise MultipartError(
@@ -149,6 +151,19 @@ def _parse_multipart(boundary: bytes, body) -> tuple[dict[str, list[str]], dict[
                 f"got {headers.get('content-disposition')!r}"
             )
         name = params["name"]
+        end = -1
+        if part_sizes is not None:
+            size = part_sizes.get(name)
+            if size is not None and body.startswith(delimiter, start + size):
+                end = start + size
+        if end < 0:
+            end = body.find(delimiter, start)
+            if end < 0:
+                raise MultipartError(
+                    f"part {index}: no closing boundary {delimiter.decode('latin-1')!r} (truncated body?)"
+                )
+            if part_sizes is not None:
+                part_sizes[name] = end - start
         if "filename" in params:
             files.setdefault(name, []).append(view[start:end])
         else:
