@@ -180,6 +180,9 @@ def test_invalid_action_is_a_client_error(fifo_session):
     assert info.value.status == 400 and info.value.code == "invalid_action"
     assert "unknownArgument" in str(info.value)
     assert fifo_session.step("Pass").metadata["lastActionSuccess"]
+    # a body above the channel's frame-body size (received into its own buffer) reaches the app intact
+    with pytest.raises(ActionError, match="paddedArgument"):
+        fifo_session.step({"action": "RotateRight", "paddedArgument": "x" * 200_000})
 
 
 def test_cameras_added_by_actions_are_held_to_the_limit(alice):
