@@ -330,3 +330,21 @@ def test_frame_body_stream_is_a_plain_file_for_other_wsgi_code():
     assert stream.read(5) == b" two\n" and stream.read() == b"x" * 100_000 and stream.read() == b""
     body.close()
     assert body.data is None and bytes(stream.frame_body[:4]) == b"line"  # parsed views outlive the request
+
+
+@pytest.mark.parametrize(("length", "inbuf_overflow", "in_own_buffer"), [
+    (1000, 8 << 20, False),  # small: waitress's own buffers
+    (200_000, 8 << 20, True),  # a frame
+    (3 << 20, 2 << 20, False),  # above inbuf_overflow: waitress spills it to a file; nothing reserved up front
+    (5 << 20, 8 << 20, False),  # above max_request_body_size (4 MiB): refused with 413, nothing reserved
+])  # fmt: skip
+def test_which_bodies_get_a_frame_buffer(length, inbuf_overflow, in_own_buffer):
+    from waitress.adjustments import Adjustments
+
+    from unirender.transport.hub import FrameBody, quick_ack_channel_class
+
+    adjustments = Adjustments(inbuf_overflow=inbuf_overflow, max_request_body_size=4 << 20)
+    parser = quick_ack_channel_class().parser_class(adjustments)
+    parser.received(f"POST /train HTTP/1.1\r\nContent-Length: {length}\r\n\r\n".encode())
+    assert isinstance(parser.body_rcv.buf, FrameBody) is in_own_buffer
+    assert (parser.error is not None) is (length >= 4 << 20)

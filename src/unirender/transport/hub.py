@@ -114,22 +114,21 @@ class FrameBodyStream:
 
     def __init__(self, data: bytearray, length: int) -> None:
         self.frame_body = data if length == len(data) else memoryview(data)[:length]
-        self._view = memoryview(data)[:length]
-        self._pos = 0
+        self._data, self._length, self._pos = data, length, 0
+
+    def _end(self, size: int | None) -> int:
+        return self._length if size is None or size < 0 else min(self._length, self._pos + size)
 
     def read(self, size: int | None = -1) -> bytes:
-        end = len(self._view) if size is None or size < 0 else min(len(self._view), self._pos + size)
-        chunk = bytes(self._view[self._pos : end])
+        end = self._end(size)
+        chunk = bytes(memoryview(self._data)[self._pos : end])
         self._pos = end
         return chunk
 
     def readline(self, size: int | None = -1) -> bytes:
-        limit = len(self._view) if size is None or size < 0 else min(len(self._view), self._pos + size)
-        newline = self.frame_body.find(b"\n", self._pos, limit) if isinstance(self.frame_body, bytearray) else -1
-        if newline < 0 and not isinstance(self.frame_body, bytearray):
-            newline = bytes(self._view[self._pos : limit]).find(b"\n")
-            newline = newline + self._pos if newline >= 0 else -1
-        return self.read((newline + 1 if newline >= 0 else limit) - self._pos)
+        end = self._end(size)
+        newline = self._data.find(b"\n", self._pos, end)
+        return self.read((newline + 1 if newline >= 0 else end) - self._pos)
 
     def readlines(self, hint: int = -1) -> list[bytes]:
         return list(self)
@@ -165,8 +164,16 @@ def quick_ack_channel_class():
         def parse_header(self, header_plus):
             super().parse_header(header_plus)
             length = self.content_length
-            if not self.chunked and _FRAME_BODY_MIN <= length < self.adj.max_request_body_size:
+            # Up to inbuf_overflow only: above it waitress spills to a file, and a bogus Content-Length must not
+            # reserve more memory than waitress itself would hold for one request.
+            if self.chunked or not _FRAME_BODY_MIN <= length <= self.adj.inbuf_overflow:
+                return
+            if length >= self.adj.max_request_body_size:
+                return  # refused by waitress (413) right after this
+            try:
                 self.body_rcv = FixedStreamReceiver(length, FrameBody(pool.take(length)))
+            except MemoryError:  # waitress's own buffers grow as the bytes arrive instead
+                pass
 
     class QuickAckChannel(HTTPChannel):
         parser_class = FrameBodyParser
