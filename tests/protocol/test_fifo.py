@@ -14,7 +14,6 @@ from unirender.protocol import (
     TruncatedFrameError,
     UnknownFieldTypeError,
 )
-from unirender.protocol import fifo as fifo_module
 from unirender.protocol.fifo import (
     END_OF_MESSAGE,
     FieldType,
@@ -23,6 +22,7 @@ from unirender.protocol.fifo import (
     encode_frame,
     encode_message,
 )
+from unirender.protocol.pool import UNUSED_REFS
 from unirender.protocol.state import ControllerProtocol, encode_json_action
 from unirender.protocol.unity import decode_fifo_action, encode_fifo_emission, encode_fifo_patch
 
@@ -246,7 +246,7 @@ def _read_in_place(decoder: FifoDecoder, stream: bytes) -> list:
     return out
 
 
-@pytest.mark.skipif(fifo_module._UNUSED_REFS < 0, reason="no recycling on free-threaded builds")
+@pytest.mark.skipif(UNUSED_REFS < 0, reason="no recycling on free-threaded builds")
 def test_body_buffers_are_recycled_only_once_nothing_holds_them():
     import weakref
 

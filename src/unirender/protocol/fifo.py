@@ -10,13 +10,10 @@ the frame header (never a ``buf = buf + chunk`` rebuild, which made 5.0.0 quadra
 from __future__ import annotations
 
 import struct
-import sys
-import sysconfig
 from dataclasses import dataclass, field
 from enum import IntEnum
 
 import msgpack
-import numpy as np
 
 from unirender.protocol.errors import (
     FrameTooLargeError,
@@ -25,6 +22,7 @@ from unirender.protocol.errors import (
     TruncatedFrameError,
     UnknownFieldTypeError,
 )
+from unirender.protocol.pool import BufferPool
 
 
 class FieldType(IntEnum):
@@ -81,24 +79,8 @@ DEFAULT_MAX_FRAME_SIZE = 256 * 1024 * 1024
 # everything a writer managed to put in the pipe.
 SCRATCH_SIZE = 64 * 1024
 
-# Frame bodies read in place are recycled once nothing references them any more (no event, frame or view of
-# theirs is alive): a fresh multi-MiB buffer per step costs a page fault per 4 KiB (measured: 70-500 per step,
-# more system time than the copy itself). At most this many are kept.
+# Frame bodies read in place are recycled (unirender.protocol.pool); at most this many are kept.
 BODY_POOL_SIZE = 12  # two messages of six modalities (the previous one is still referenced by the last event)
-
-
-def _unused_refs() -> int:
-    """``sys.getrefcount`` of a pooled body that nobody else holds, read with the same code shape as
-    ``FifoDecoder._new_body`` (the count of stack references differs between Python versions)."""
-    pool = [np.empty(1, dtype=np.uint8)]
-    for i in range(len(pool)):
-        body = pool[i]
-        return sys.getrefcount(body)
-    raise AssertionError("unreachable")
-
-
-# Free-threaded builds: reference counts are not a reliable "nobody else holds it" signal there; no recycling.
-_UNUSED_REFS = -1 if sysconfig.get_config_var("Py_GIL_DISABLED") else _unused_refs()
 
 _KNOWN_TYPES = frozenset(int(t) for t in FieldType)
 _EMPTY = memoryview(b"")
@@ -148,7 +130,7 @@ class FifoDecoder:
         self._body_type: FieldType | None = None
         self._filled = 0
         self._frames: list[tuple[FieldType, memoryview]] = []
-        self._pool: list[np.ndarray] = []  # bodies handed out, oldest first; reused when nobody holds them
+        self._pool = BufferPool(BODY_POOL_SIZE)  # bodies handed out, reused once nobody holds them
 
     @property
     def in_message(self) -> bool:
@@ -230,21 +212,8 @@ class FifoDecoder:
         return messages
 
     def _new_body(self, length: int) -> memoryview:
-        """A writable buffer of ``length`` bytes: a pooled one that no event, array or view references any more
-        (a live reference of any kind shows in its reference count), else a new one."""
-        pool = self._pool
-        for i in range(len(pool)):
-            body = pool[i]
-            if body.nbytes == length and sys.getrefcount(body) == _UNUSED_REFS:
-                del pool[i]
-                pool.append(body)
-                return memoryview(body)
-        # uninitialised memory: every byte is about to be overwritten, zero-filling would be waste
-        body = np.empty(length, dtype=np.uint8)
-        pool.append(body)
-        if len(pool) > BODY_POOL_SIZE:
-            del pool[0]
-        return memoryview(body)
+        """A writable buffer of ``length`` bytes: a pooled one nothing references any more, else a new one."""
+        return memoryview(self._pool.take(length))
 
     def end_of_stream(self) -> None:
         """The writer closed its end. Raises :class:`TruncatedFrameError` if that cut a message short."""

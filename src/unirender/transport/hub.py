@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import logging
 import socket
-import sys
-import sysconfig
 import threading
 import time
 from typing import TYPE_CHECKING
 
 from unirender.protocol import ProtocolError
 from unirender.protocol.multipart import parse_form, payload_parts_from_form
+from unirender.protocol.pool import BufferPool
 
 if TYPE_CHECKING:
     from unirender.transport.wsgi import WsgiServer
@@ -40,41 +39,6 @@ _IDLE_CHANNEL_TIMEOUT_S = 24 * 3600  # a Unity socket idles between episodes; wa
 _COALESCE_LIMIT = 64 * 1024  # a held response head is joined with a body up to this size (copying more costs more)
 _FRAME_BODY_MIN = 64 * 1024  # request bodies at least this big (frames) are received straight into one buffer
 _FRAME_BODY_POOL = 4  # recycled frame buffers per server (the last event usually still holds one)
-
-
-def _unused_refs() -> int:
-    """``sys.getrefcount`` of a pooled buffer nobody else holds, read with the same code shape as ``take``."""
-    pool = [bytearray(1)]
-    for i in range(len(pool)):
-        buffer = pool[i]
-        return sys.getrefcount(buffer)
-    raise AssertionError("unreachable")
-
-
-# Free-threaded builds: reference counts do not tell "nobody holds it"; no recycling there.
-_UNUSED_REFS = -1 if sysconfig.get_config_var("Py_GIL_DISABLED") else _unused_refs()
-
-
-class _FramePool:
-    """Body buffers handed out oldest first, reused once nothing (an event's view, a request) references them:
-    a fresh 1 MiB buffer per step costs ~250 page faults; a reused one none."""
-
-    def __init__(self) -> None:
-        self._pool: list[bytearray] = []
-
-    def take(self, size: int) -> bytearray:
-        pool = self._pool
-        for i in range(len(pool)):
-            buffer = pool[i]
-            if len(buffer) == size and sys.getrefcount(buffer) == _UNUSED_REFS:
-                del pool[i]
-                pool.append(buffer)
-                return buffer
-        buffer = bytearray(size)
-        pool.append(buffer)
-        if len(pool) > _FRAME_BODY_POOL:
-            del pool[0]
-        return buffer
 
 
 class FrameBody:
@@ -155,7 +119,7 @@ def quick_ack_channel_class():
     from waitress.receiver import FixedStreamReceiver
 
     quickack = getattr(socket, "TCP_QUICKACK", None)
-    pool = _FramePool()
+    pool = BufferPool(_FRAME_BODY_POOL, bytearray)  # bytearrays: the form parser searches them in place
 
     class FrameBodyParser(HTTPRequestParser):
         """waitress's parser; a frame-sized body goes into a buffer of its own instead of waitress's chain of
