@@ -19,7 +19,7 @@ from unirender._process import ManagedProcess
 from unirender.errors import ActionError, PlayerCrashedError, PlayerError, RestartError
 from unirender.protocol import ProtocolError, build_event
 from unirender.protocol.images import parse_depth_format
-from unirender.transport import PlayerHub, Transport, WsgiServer, make_transport
+from unirender.transport import PlayerHub, Transport, make_transport
 
 BUILTIN = "builtin"
 # Unity quality names -> -screen-quality index (spec 6.2); "DONOTUSE" (0) is rejected like 5.0.0 does.
@@ -35,9 +35,9 @@ QUALITY_SETTINGS = {
 }
 # errorCodes that mean "this action was wrong", raised as ActionError (spec 6.6).
 ACTION_ERROR_CODES = frozenset({"InvalidAction", "MissingArguments", "AmbiguousAction", "InvalidArgument"})
-# Python-side aliases 5.0.0 applies to Initialize (the old keys are kept too).
 UNITY_DEFAULT_PORT = 8200  # where a player without AI2THOR_* variables sends its WSGI requests (spec 9.13)
 PROCEDURAL_SCENE = "Procedural"  # ProcTHOR builds: a house dict is built in this scene with CreateHouse
+# Python-side aliases 5.0.0 applies to Initialize (the old keys are kept too).
 _INIT_ALIASES = {"renderClassImage": "renderSemanticSegmentation", "renderObjectImage": "renderInstanceSegmentation"}
 _log_counter = itertools.count()
 
@@ -95,7 +95,7 @@ class Controller:
                 raise ValueError("start_unity=False needs server='wsgi': a player started elsewhere speaks HTTP")
             if player_hub is not None:
                 raise ValueError("start_unity=False listens on its own port (host=, port=); not with player_hub")
-            executable = BUILTIN  # not launched; kept for error messages
+            executable = BUILTIN  # nothing is launched
         self.builtin = str(executable) == BUILTIN
         self.executable = BUILTIN if self.builtin else os.fspath(executable)
         if self.start_unity and not self.builtin and not os.access(self.executable, os.X_OK):
@@ -225,13 +225,12 @@ class Controller:
 
     def _launch(self) -> None:
         """A fresh transport and player process; then wait for the hello event (spec 6.4 steps 2-5)."""
+        self.transport = make_transport(self.server, hub=self.player_hub, host=self.host, port=self.port)
         if not self.start_unity:
-            self.transport = WsgiServer(host=self.host, port=self.port)
             self.transport.accept_any_token = True  # the player was given no token: it sends an empty one
             self.transport.start()
             self._set_event(self.transport.receive(self.server_start_timeout))
             return
-        self.transport = make_transport(self.server, hub=self.player_hub, host=self.host, port=self.port)
         if hasattr(self.transport, "send_timeout"):  # FIFO: an action the player does not read is a hang too
             self.transport.send_timeout = self.server_timeout
         self.transport.start()
