@@ -24,6 +24,7 @@ import requests
 import urllib3
 from requests.structures import CaseInsensitiveDict
 
+from unirender import wire
 from unirender.errors import (
     ActionError,
     PlatformError,
@@ -33,7 +34,6 @@ from unirender.errors import (
     SpecError,
     UnirenderError,
 )
-from unirender.service import wire
 
 DEFAULT_URL = "http://127.0.0.1:8200"
 FORMATS = {"msgpack": wire.MSGPACK, "json": wire.JSON, "multipart": wire.MULTIPART}
