@@ -17,6 +17,22 @@ SUBCOMMAND_MODULES = [
 ]
 
 
+# Top-level modules that only an extra installs -> that extra (see pyproject.toml).
+EXTRA_FOR_MODULE = {
+    "moderngl": "player", "glcontext": "player", "wgpu": "player", "trimesh": "player",
+    "werkzeug": "service", "prometheus_client": "service", "ray": "ray", "gymnasium": "gym", "gunicorn": "gunicorn",
+}
+
+
+def missing_extra_message(exc: ModuleNotFoundError) -> str | None:
+    """'this needs X: pip install ...' for a module an extra provides; None for any other missing module."""
+    extra = EXTRA_FOR_MODULE.get((exc.name or "").split(".")[0])
+    if extra is None:
+        return None
+    return f"unirender: this command needs the '{extra}' extra ({exc.name} is not installed):\n" \
+        f"    pip install 'unirender[{extra}]'"
+
+
 def build_parser() -> argparse.ArgumentParser:
     from unirender import __version__
 
@@ -49,6 +65,12 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except ModuleNotFoundError as exc:
+        message = missing_extra_message(exc)
+        if message is None:
+            raise
+        print(message, file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

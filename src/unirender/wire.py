@@ -22,10 +22,11 @@ import io
 import json
 import secrets
 from collections.abc import Callable
-from email.message import Message
 
 import msgpack
 import numpy as np
+
+from unirender.protocol.multipart import parse_options_header
 
 JSON = "application/json"
 MSGPACK = "application/x-msgpack"
@@ -41,15 +42,6 @@ class WireError(ValueError):
 
 class UnsupportedMediaType(WireError):
     """The request's Content-Type is neither JSON nor msgpack."""
-
-
-def parse_options_header(value: str | None) -> tuple[str, dict[str, str]]:
-    """``'multipart/mixed; boundary="b"'`` -> ``('multipart/mixed', {'boundary': 'b'})``; the value and the option
-    names lower-cased. The standard library's MIME parser, so the client needs no web framework."""
-    msg = Message()
-    msg["x"] = value or ""
-    params = msg.get_params(header="x", unquote=True) or [("", "")]
-    return params[0][0].lower(), {k.lower(): v for k, v in params[1:]}
 
 
 # -- request bodies ----------------------------------------------------------------------------------------
