@@ -308,7 +308,7 @@ class RemoteSession:
         return self.client._json("GET", f"/v1/sessions/{self.id}")
 
     def step(self, action: dict | str | None = None, **kwargs: Any):
-        from unirender.cluster.base import normalize_action
+        from unirender.protocol.state import normalize_action
 
         doc, self.last_server_timing = self.client._document(
             "POST", f"/v1/sessions/{self.id}/step", normalize_action(action, kwargs), params=self._params
