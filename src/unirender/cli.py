@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 # (module, help) — imported lazily so that one broken optional part never breaks the others.
@@ -62,9 +63,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        rc = int(args.func(args) or 0)
+        sys.stdout.flush()  # inside the try: a closed pipe shows up here at the latest
+        return rc
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `unirender ... | head -1`: the reader has gone, which is not an error worth a traceback. Point stdout at
+        # /dev/null so the interpreter's final flush does not raise again; 141 = 128 + SIGPIPE, as a shell tool.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except ModuleNotFoundError as exc:
         message = missing_extra_message(exc)
         if message is None:
