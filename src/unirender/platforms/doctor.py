@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import re
+
 from unirender.errors import PlatformError
 from unirender.platforms import probes
 from unirender.platforms.classes import EGL, PACKAGES, CloudRendering, Linux64, OSXIntel64, WebGL, apt_line
@@ -152,6 +154,9 @@ def _device_text(device: dict | None) -> str:
 
 
 def render_report(report: dict, console=None) -> None:
+    """A summary table (platform, status, device), then each platform's reasons and notes as wrapped text and
+    its fix commands on lines of their own, never wrapped, so that they can be copied and pasted as they are.
+    Readable at 80 columns."""
     from rich.console import Console
     from rich.table import Table
 
@@ -161,20 +166,13 @@ def render_report(report: dict, console=None) -> None:
     table.add_column("Platform", no_wrap=True)
     table.add_column("Status", no_wrap=True)
     table.add_column("Device")
-    table.add_column("Reasons / instructions")
     for row in report["platforms"]:
         label = row["platform"] + (f"\n({row['via']})" if row["via"] else "")
         status = f"[{STATUS_STYLE.get(row['status'], '')}]{row['status']}[/]"
-        details = [*row["reasons"], *row["notes"]]
-        if row["env"]:
-            details.append("env: " + " ".join(f"{k}={v}" for k, v in row["env"].items()))
-        if row["args"]:
-            details.append("args: " + " ".join(row["args"]))
-        if row["instructions"]:
-            details.append(f"[yellow]fix:[/] {row['instructions']}")
-        details.append(f"[dim]{row['scope']}[/]")
-        table.add_row(label, status, _device_text(row["device"]), "\n".join(details))
+        table.add_row(label, status, _device_text(row["device"]))
     console.print(table)
+    for row in report["platforms"]:
+        _render_details(console, row)
 
     devices = Table(title="Devices")
     for col in ("API", "Index", "Name", "Type", "Driver / vendor"):
@@ -193,9 +191,48 @@ def render_report(report: dict, console=None) -> None:
             devices.add_row("x11", s["display"], f"{s['width']}x{s['height']} depth {s['depth']}", "", ok)
     if not report["x_displays"]:
         devices.add_row("x11", "-", "no X display running", "", "")
+    console.print()
     console.print(devices)
     auto = report["auto"]
     console.print(f"auto choice: Unity builds -> [bold]{auto['unity'] or 'none'}[/], "
                   f"builtin player -> [bold]{auto['builtin'] or 'none'}[/]")  # fmt: skip
     if not report["usable"]:
-        console.print("[bold red]No platform is usable.[/] Follow the 'fix' lines above.")
+        console.print("[bold red]No platform is usable.[/] Run the commands under 'fix' above.")
+
+
+def _render_details(console, row: dict) -> None:
+    from rich.markup import escape
+    from rich.padding import Padding
+
+    def indented(markup: str) -> None:  # wrapped lines keep the indent
+        console.print(Padding(markup, (0, 0, 0, 2), expand=False))
+
+    name = row["platform"] + (f" ({row['via']})" if row["via"] else "")
+    console.print()
+    console.print(f"[bold]{escape(name)}[/]: [{STATUS_STYLE.get(row['status'], '')}]{row['status']}[/]")
+    indented(f"[dim]for {escape(row['scope'])}[/]")
+    details = [*row["reasons"], *row["notes"]]
+    if row["env"]:
+        details.append("env: " + " ".join(f"{k}={v}" for k, v in row["env"].items()))
+    if row["args"]:
+        details.append("args: " + " ".join(row["args"]))
+    for line in details:
+        indented(f"- {escape(line)}")
+    instructions = row["instructions"]
+    if not instructions:
+        return
+    indented(f"[yellow]fix:[/] {escape(instructions)}")
+    for command in fix_commands(instructions):  # own line, never wrapped: a wrapped command pastes as two
+        console.print("    " + command, soft_wrap=True, markup=False, highlight=False)
+
+
+# The commands inside an instruction text: apt lines (see classes.apt_line) and `backticked` commands.
+# A package name may contain dots but not end with one (that is the sentence's full stop).
+_PACKAGE = r"[A-Za-z0-9][A-Za-z0-9.+:-]*[A-Za-z0-9+]"
+COMMAND_RE = re.compile(rf"`([^`]+)`|(sudo apt-get install -y {_PACKAGE}(?: {_PACKAGE})*)")
+
+
+def fix_commands(instructions: str) -> list[str]:
+    """The shell commands an instruction text names, in order, each once."""
+    found = [m.group(1) or m.group(2) for m in COMMAND_RE.finditer(instructions)]
+    return list(dict.fromkeys(found))
