@@ -38,3 +38,23 @@ def test_default_data_root_is_under_xdg_data_home(tmp_path, monkeypatch):
     monkeypatch.delenv("XDG_DATA_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert ServiceConfig().data_root == tmp_path / "home" / ".local" / "share" / "unirender"
+
+
+def test_a_linux_headless_simulation_session_renders_through_vulkan(client):
+    """Unity 2022+'s platform name is accepted by the service and runs like CloudRendering (builtin: Vulkan)."""
+    auth = {"Authorization": "Bearer alice-token-123"}
+    body = {"environment": {"platform": "LinuxHeadlessSimulation", "width": 32, "height": 24}}
+    resp = client.post("/v1/sessions", json=body, headers=auth)
+    assert resp.status_code == 201, resp.get_data(as_text=True)
+    info = resp.get_json()
+    try:
+        assert info["platform"] == "LinuxHeadlessSimulation"
+        step = client.post(f"/v1/sessions/{info['id']}/step", json={"action": "RotateRight"},
+                           headers={**auth, "Accept": "application/x-msgpack"})
+        assert step.status_code == 200
+        from unirender import wire
+
+        doc = wire.decode_document(step.content_type, step.get_data())
+        assert doc["frames"]["frame"].shape == (24, 32, 3)
+    finally:
+        assert client.delete(f"/v1/sessions/{info['id']}", headers=auth).status_code in (200, 204)

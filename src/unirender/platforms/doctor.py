@@ -9,7 +9,16 @@ import re
 
 from unirender.errors import PlatformError
 from unirender.platforms import probes
-from unirender.platforms.classes import EGL, PACKAGES, CloudRendering, Linux64, OSXIntel64, WebGL, apt_line
+from unirender.platforms.classes import (
+    EGL,
+    PACKAGES,
+    CloudRendering,
+    Linux64,
+    LinuxHeadlessSimulation,
+    OSXIntel64,
+    WebGL,
+    apt_line,
+)
 from unirender.platforms.devices import Device
 from unirender.platforms.request import PlatformRequest
 from unirender.platforms.resolve import VIRTUAL, auto_order
@@ -92,13 +101,20 @@ def build_report(
             scope="Unity CloudRendering builds, builtin player (Vulkan)",
         ),
         _row(
+            "LinuxHeadlessSimulation",
+            LinuxHeadlessSimulation().assess(request),
+            request,
+            scope="Unity 2022+ LinuxHeadlessSimulation builds (CloudRendering's new name; Vulkan)",
+        ),
+        _row(
             "Linux64", Linux64().assess(request), request, scope="Unity Linux64 builds, builtin player (GLX)"
         ),
     ]
     if request.system == "Linux" and x_display is None:
         rows.append(_virtual_display_row(request, start_xvfb))
-        if rows[-1]["status"] == "usable" and rows[1]["status"] != "usable":
-            rows[1]["instructions"] = "nothing to install: unirender starts a virtual display (next row)"
+        linux64 = next(r for r in rows if r["platform"] == "Linux64" and r["via"] is None)
+        if rows[-1]["status"] == "usable" and linux64["status"] != "usable":
+            linux64["instructions"] = "nothing to install: unirender starts a virtual display (next row)"
     rows += [
         _row("EGL", EGL().assess(builtin), builtin, scope="builtin reference player only (GL without X)"),
         _row("OSXIntel64", OSXIntel64().assess(request), request, scope="Unity macOS builds"),
