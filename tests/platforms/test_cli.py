@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -73,6 +74,18 @@ def test_doctor_table(empty_icd, capsys, monkeypatch):
     assert all(len(line.rstrip()) <= 80 for line in lines if line.strip() != command), out
     assert "SOFTWARE (CPU)" in out and "not applicable" in out
     assert "builtin player -> EGL" in out
+    mlagents = " ".join(out[out.index("ML-Agents builds:"):].split())
+    # "yes" when some X server with GLX already runs here (a developer's desktop), else the Xvfb fallback
+    assert re.search(r"camera sensors need an X display \(here: (yes|none running; Xvfb can provide one)\)",
+                     mlagents), mlagents
+    assert "or Vulkan (here: no) for a LinuxHeadlessSimulation build" in mlagents  # the drivers are hidden
+
+
+def test_doctor_says_what_an_mlagents_build_needs(doctor_json):
+    text = doctor_json["mlagents"]
+    assert text.startswith("ML-Agents builds: camera sensors need an X display")
+    assert "Vulkan (here: yes)" in text and "-nographics" in text
+    assert _row(doctor_json, "LinuxHeadlessSimulation")["status"] == "usable"
 
 
 @pytest.mark.parametrize(("text", "commands"), [

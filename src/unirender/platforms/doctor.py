@@ -155,6 +155,7 @@ def build_report(
         },
         "egl": {"library": egl.get("library"), "error": egl.get("error"), "devices": egl.get("devices", [])},
         "auto": {"unity": first_auto(request), "builtin": first_auto(builtin)},
+        "mlagents": mlagents_summary(rows),
         "usable": bool(usable),
     }
 
@@ -174,6 +175,7 @@ def render_report(report: dict, console=None) -> None:
     its fix commands on lines of their own, never wrapped, so that they can be copied and pasted as they are.
     Readable at 80 columns."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = console or Console()
@@ -212,8 +214,22 @@ def render_report(report: dict, console=None) -> None:
     auto = report["auto"]
     console.print(f"auto choice: Unity builds -> [bold]{auto['unity'] or 'none'}[/], "
                   f"builtin player -> [bold]{auto['builtin'] or 'none'}[/]")  # fmt: skip
+    console.print(escape(report["mlagents"]))
     if not report["usable"]:
         console.print("[bold red]No platform is usable.[/] Run the commands under 'fix' above.")
+
+
+def mlagents_summary(rows: list[dict]) -> str:
+    """What a Unity ML-Agents build needs on this machine. Its camera sensors render only with a graphics device:
+    a standard Linux player needs an X display (real, or an Xvfb), a headless build Vulkan; with -nographics
+    (vector observations only) cameras silently return blank images."""
+    status = {(r["platform"], r["via"]): r["status"] == "usable" for r in rows}
+    display = ("an X display (here: yes)" if status.get(("Linux64", None))
+               else "an X display (here: none running; Xvfb can provide one)" if status.get(("Linux64", VIRTUAL))
+               else "an X display (here: none)")  # fmt: skip
+    vulkan = "Vulkan (here: yes)" if status.get(("LinuxHeadlessSimulation", None)) else "Vulkan (here: no)"
+    return (f"ML-Agents builds: camera sensors need {display} for a standard Linux player, or {vulkan} for a "
+            "LinuxHeadlessSimulation build; vector observations only (-nographics) need neither.")
 
 
 def _render_details(console, row: dict) -> None:
