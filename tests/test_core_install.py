@@ -124,3 +124,24 @@ for server in ("fifo", "wsgi"):
 print(json.dumps({{"shapes": shapes, "heavy": [m for m in {HEAVY!r} if m in sys.modules]}}))
 """, FAKE_PLAYER_FLAVOUR="Linux64", DISPLAY="")
     assert result == {"shapes": [[24, 32, 3], [24, 32, 3]], "heavy": []}
+
+
+def test_cli_in_a_core_install(core_path, tmp_path):
+    """The CLI loads; `spec check` and `doctor` work; `serve` names the extra it needs instead of a traceback."""
+    examples = ROOT / "examples" / "kitchen_tour.yaml"
+    result = run_core(core_path, f"""
+import contextlib, io, json, sys
+from unirender.cli import main
+out = {{}}
+for name, argv in (("spec", ["spec", "check", {str(examples)!r}]), ("doctor", ["doctor", "--json", "--no-start"]),
+                   ("serve", ["serve", "--port", "0", "--data-root", {str(tmp_path)!r}])):
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        rc = main(argv)
+    out[name] = [rc, stdout.getvalue()[:200], stderr.getvalue()]
+print(json.dumps(out))
+""")
+    assert result["spec"][0] == 0 and "valid" in result["spec"][1]
+    assert result["doctor"][0] == 0 and result["doctor"][1].startswith("{")
+    assert result["serve"][0] == 2 and "pip install 'unirender[service]'" in result["serve"][2]
+
