@@ -134,14 +134,21 @@ import contextlib, io, json, sys
 from unirender.cli import main
 out = {{}}
 for name, argv in (("spec", ["spec", "check", {str(examples)!r}]), ("doctor", ["doctor", "--json", "--no-start"]),
+                   ("doctor_text", ["doctor", "--no-start"]),
                    ("serve", ["serve", "--port", "0", "--data-root", {str(tmp_path)!r}])):
     stdout, stderr = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
         rc = main(argv)
     out[name] = [rc, stdout.getvalue()[:200], stderr.getvalue()]
+    if name == "doctor_text":
+        out[name][1] = stdout.getvalue().splitlines()
+    if name == "doctor":
+        out["doctor_player"] = json.loads(stdout.getvalue())["builtin_player"]
 print(json.dumps(out))
 """)
     assert result["spec"][0] == 0 and "valid" in result["spec"][1]
     assert result["doctor"][0] == 0 and result["doctor"][1].startswith("{")
+    assert result["doctor_player"] == {"installed": False, "missing": ["moderngl", "glcontext", "wgpu", "trimesh"]}
+    assert "    pip install 'unirender[player]'" in result["doctor_text"][1]
     assert result["serve"][0] == 2 and "pip install 'unirender[service]'" in result["serve"][2]
 

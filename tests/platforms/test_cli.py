@@ -86,6 +86,7 @@ def test_doctor_says_what_an_mlagents_build_needs(doctor_json):
     assert text.startswith("ML-Agents builds: camera sensors need an X display")
     assert "Vulkan (here: yes)" in text and "-nographics" in text
     assert _row(doctor_json, "LinuxHeadlessSimulation")["status"] == "usable"
+    assert doctor_json["builtin_player"] == {"installed": True, "missing": []}
 
 
 @pytest.mark.parametrize(("text", "commands"), [

@@ -156,6 +156,7 @@ def build_report(
         "egl": {"library": egl.get("library"), "error": egl.get("error"), "devices": egl.get("devices", [])},
         "auto": {"unity": first_auto(request), "builtin": first_auto(builtin)},
         "mlagents": mlagents_summary(rows),
+        "builtin_player": builtin_player_modules(),
         "usable": bool(usable),
     }
 
@@ -215,8 +216,25 @@ def render_report(report: dict, console=None) -> None:
     console.print(f"auto choice: Unity builds -> [bold]{auto['unity'] or 'none'}[/], "
                   f"builtin player -> [bold]{auto['builtin'] or 'none'}[/]")  # fmt: skip
     console.print(escape(report["mlagents"]))
+    missing = report["builtin_player"]["missing"]
+    if missing:
+        console.print(f"The builtin reference player needs the [player] extra ({', '.join(missing)} missing):",
+                      markup=False, highlight=False)
+        console.print("    pip install 'unirender[player]'", soft_wrap=True, markup=False, highlight=False)
     if not report["usable"]:
         console.print("[bold red]No platform is usable.[/] Run the commands under 'fix' above.")
+
+
+# What the reference player imports to render (pyproject's [player] extra).
+PLAYER_MODULES = ("moderngl", "glcontext", "wgpu", "trimesh")
+
+
+def builtin_player_modules() -> dict:
+    """Whether the reference player's renderer modules are installed (found, not imported: importing wgpu is slow)."""
+    from importlib.util import find_spec
+
+    missing = [name for name in PLAYER_MODULES if find_spec(name) is None]
+    return {"installed": not missing, "missing": missing}
 
 
 def mlagents_summary(rows: list[dict]) -> str:
