@@ -18,3 +18,18 @@ def _player_logs_in_pytest_tmp(tmp_path_factory):
     """Player logs of the whole run go under pytest's temp dir (pytest keeps the last three runs), not into
     the user's ~/.unirender/log."""
     os.environ.setdefault("UNIRENDER_LOG_DIR", str(tmp_path_factory.mktemp("player-logs")))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _foreign_x_displays():
+    """``UNIRENDER_TEST_FOREIGN_X=1``: run the whole session while two X displays that belong to somebody else
+    are up (a real Xvfb of another process, and a server that resets every connection), as on a developer's
+    machine. Tests must own their displays and ignore foreign ones."""
+    if os.environ.get("UNIRENDER_TEST_FOREIGN_X") != "1":
+        yield None
+        return
+    from fixtures.foreign_x import foreign_displays
+
+    with foreign_displays() as displays:
+        yield displays
+

@@ -147,9 +147,12 @@ def test_metadata_patch_on_fifo_full_event_on_wsgi(make, server):
 
 
 # -- launch contract and start sequence --------------------------------------------------------------------------
-@pytest.mark.parametrize("server", ["fifo", "wsgi"])
-def test_launch_contract_and_start_sequence(make, server):
-    c = make(server, flavour="CloudRendering", width=64, height=48, quality="High")
+@pytest.mark.parametrize(("server", "platform"), [("fifo", "CloudRendering"), ("wsgi", "CloudRendering"),
+                                                  ("fifo", "LinuxHeadlessSimulation")])
+def test_launch_contract_and_start_sequence(make, server, platform):
+    """LinuxHeadlessSimulation (Unity 2022+'s name for CloudRendering) is launched and started the same way."""
+    c = make(server, flavour="CloudRendering", width=64, height=48, quality="High", platform=platform)
+    assert c.resolution.name == platform
     meta = c.last_event.metadata
     fake = meta["fakePlayer"]
     # CloudRendering ignores -screen-*: it started at 300x300 and the controller fixed size and quality.

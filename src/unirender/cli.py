@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 
 # (module, help) — imported lazily so that one broken optional part never breaks the others.
@@ -15,6 +16,22 @@ SUBCOMMAND_MODULES = [
     "unirender.jobs.cli",  # render, demo
     "unirender.service.cli",  # serve
 ]
+
+
+# Top-level modules that only an extra installs -> that extra (see pyproject.toml).
+EXTRA_FOR_MODULE = {
+    "moderngl": "player", "glcontext": "player", "wgpu": "player", "trimesh": "player",
+    "werkzeug": "service", "prometheus_client": "service", "ray": "ray", "gymnasium": "gym", "gunicorn": "gunicorn",
+}
+
+
+def missing_extra_message(exc: ModuleNotFoundError) -> str | None:
+    """'this needs X: pip install ...' for a module an extra provides; None for any other missing module."""
+    extra = EXTRA_FOR_MODULE.get((exc.name or "").split(".")[0])
+    if extra is None:
+        return None
+    return f"unirender: this command needs the '{extra}' extra ({exc.name} is not installed):\n" \
+        f"    pip install 'unirender[{extra}]'"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,9 +63,22 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        rc = int(args.func(args) or 0)
+        sys.stdout.flush()  # inside the try: a closed pipe shows up here at the latest
+        return rc
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `unirender ... | head -1`: the reader has gone, which is not an error worth a traceback. Point stdout at
+        # /dev/null so the interpreter's final flush does not raise again; 141 = 128 + SIGPIPE, as a shell tool.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except ModuleNotFoundError as exc:
+        message = missing_extra_message(exc)
+        if message is None:
+            raise
+        print(message, file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ import requests
 import urllib3
 from requests.structures import CaseInsensitiveDict
 
+from unirender import wire
 from unirender.errors import (
     ActionError,
     PlatformError,
@@ -33,7 +34,6 @@ from unirender.errors import (
     SpecError,
     UnirenderError,
 )
-from unirender.service import wire
 
 DEFAULT_URL = "http://127.0.0.1:8200"
 FORMATS = {"msgpack": wire.MSGPACK, "json": wire.JSON, "multipart": wire.MULTIPART}
@@ -308,7 +308,7 @@ class RemoteSession:
         return self.client._json("GET", f"/v1/sessions/{self.id}")
 
     def step(self, action: dict | str | None = None, **kwargs: Any):
-        from unirender.cluster.base import normalize_action
+        from unirender.protocol.state import normalize_action
 
         doc, self.last_server_timing = self.client._document(
             "POST", f"/v1/sessions/{self.id}/step", normalize_action(action, kwargs), params=self._params

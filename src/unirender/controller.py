@@ -251,7 +251,7 @@ class Controller:
         meta = self.last_event.metadata
         if (meta.get("screenWidth"), meta.get("screenHeight")) != (self.width, self.height):
             self._exchange({"action": "ChangeResolution", "x": self.width, "y": self.height}, True)
-        if self.resolution is not None and self.resolution.name == "CloudRendering":
+        if self.resolution is not None and self.resolution.platform.ignores_screen_flags:  # CloudRendering-like
             self._exchange({"action": "ChangeQuality", "quality": self.quality}, True)
 
     def _reset(self, scene: str | dict | None):

@@ -21,7 +21,8 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from unirender.cluster.base import Resources, Session, SessionBackend, create_backend
+from unirender.cluster.base import Resources, Session, SessionBackend
+from unirender.cluster.registry import create_backend
 from unirender.errors import RestartError
 
 ENV_ID = "unirender/Unity-v0"

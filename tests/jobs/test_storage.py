@@ -187,6 +187,7 @@ def test_colour_maps():
     assert ends[0][2] > ends[0][0] and ends[1][0] > ends[1][2]  # near blue, far red
     still = flow_to_rgb(np.zeros((3, 3, 2), np.float32))[0]
     assert (still == 255).all()  # no motion is white
+    assert flow_to_rgb(np.zeros((3, 3, 2), np.float32))[1] == "no motion"
     moving = flow_to_rgb(np.stack([np.full((2, 2), 3.0), np.zeros((2, 2))], -1).astype(np.float32))[0]
     opposite = flow_to_rgb(np.stack([np.full((2, 2), -3.0), np.zeros((2, 2))], -1).astype(np.float32))[0]
     assert not np.array_equal(moving, opposite) and not (moving == 255).all()
@@ -203,6 +204,22 @@ def test_contact_sheet_has_one_labelled_panel_per_frame():
         x, y = 6 + (n % 3) * 70, 6 + (n // 3) * 92
         assert pixels[y + 22 : y + 86, x : x + 64].std() > 10
         assert pixels[y : y + 22, x : x + 64].max() > 200
+
+
+def test_contact_sheet_title_depth_colour_bar_and_still_flow():
+    from unirender.jobs.contact_sheet import COLOUR_BAR
+
+    depth = np.linspace(0.5, 4.0, 64 * 64, dtype=np.float32).reshape(64, 64)
+    frames = [("depth", depth), ("flow", np.zeros((64, 64, 2), np.float32))]
+    plain = np.asarray(contact_sheet(frames, tile=256, columns=2))
+    titled = np.asarray(contact_sheet(frames, tile=256, columns=2, title="frame 3 of 10"))
+    assert titled.shape[0] == plain.shape[0] + 22 and titled[6:28].max() > 200
+    # depth: a turbo bar (blue on the left, red on the right) in the caption row, right-aligned
+    bar = plain[6 + 6 + COLOUR_BAR[1] // 2, 6 + 256 - COLOUR_BAR[0] : 6 + 256].astype(int)
+    assert bar[2, 2] > bar[2, 0] and bar[-3, 0] > bar[-3, 2]
+    # zero flow: white with a grey note in the middle
+    still = plain[6 + 22 : 6 + 22 + 256, 6 + 262 : 6 + 262 + 256]
+    assert (still == 255).mean() > 0.9 and (still[100:156] < 200).any()
 
 
 def test_plain_progress_lines(tmp_path):

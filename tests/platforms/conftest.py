@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from fixtures import foreign_x
 from unirender.platforms import probes
 from unirender.platforms.xvfb import ScreenSpec, start_xvfb
 
@@ -57,29 +58,8 @@ def _fresh_probe_cache_per_env():
     probes.refresh()
 
 
-FOREIGN_OWNER = """
-import time
-from unirender.platforms.xvfb import ScreenSpec, start_xvfb
-d = start_xvfb([ScreenSpec(640, 480)])
-print(d.number, d.process.pid, flush=True)
-time.sleep(600)
-"""
-
-
 @pytest.fixture(scope="module")
 def foreign_xvfb():
     """An Xvfb started by another process (so nothing in this process knows what it renders with)."""
-    import select
-    import subprocess
-    import sys
-
-    owner = subprocess.Popen([sys.executable, "-c", FOREIGN_OWNER], stdout=subprocess.PIPE, text=True)
-    try:
-        ready, _, _ = select.select([owner.stdout], [], [], 60)
-        assert ready, "Xvfb owner printed nothing"
-        number, _pid = owner.stdout.readline().split()
-        yield f":{number}"
-    finally:
-        owner.terminate()
-        owner.wait(30)
-        owner.stdout.close()
+    with foreign_x.foreign_xvfb() as display:
+        yield display

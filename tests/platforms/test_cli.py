@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -62,13 +63,42 @@ def test_doctor_json_reports_every_platform(doctor_json):
 
 
 def test_doctor_table(empty_icd, capsys, monkeypatch):
-    monkeypatch.setenv("COLUMNS", "200")
+    """At 80 columns: everything fits, and each fix command stands whole on a line of its own (copy-paste)."""
+    monkeypatch.setenv("COLUMNS", "80")
     rc, out, err = _run_in_process(capsys, "doctor", "--no-start")
     assert rc == 0, err  # EGL and the virtual display still work
     assert "CloudRendering" in out and "vkCreateInstance failed" in out
-    assert "sudo apt-get install -y libvulkan1 mesa-vulkan-drivers" in out
+    lines = out.splitlines()
+    command = "sudo apt-get install -y libvulkan1 mesa-vulkan-drivers"
+    assert f"    {command}" in lines
+    assert all(len(line.rstrip()) <= 80 for line in lines if line.strip() != command), out
     assert "SOFTWARE (CPU)" in out and "not applicable" in out
     assert "builtin player -> EGL" in out
+    mlagents = " ".join(out[out.index("ML-Agents builds:"):].split())
+    # "yes" when some X server with GLX already runs here (a developer's desktop), else the Xvfb fallback
+    assert re.search(r"camera sensors need an X display \(here: (yes|none running; Xvfb can provide one)\)",
+                     mlagents), mlagents
+    assert "or Vulkan (here: no) for a LinuxHeadlessSimulation build" in mlagents  # the drivers are hidden
+
+
+def test_doctor_says_what_an_mlagents_build_needs(doctor_json):
+    text = doctor_json["mlagents"]
+    assert text.startswith("ML-Agents builds: camera sensors need an X display")
+    assert "Vulkan (here: yes)" in text and "-nographics" in text
+    assert _row(doctor_json, "LinuxHeadlessSimulation")["status"] == "usable"
+    assert doctor_json["builtin_player"] == {"installed": True, "missing": []}
+
+
+@pytest.mark.parametrize(("text", "commands"), [
+    ("needs X: sudo apt-get install -y xvfb xauth (software GL)", ["sudo apt-get install -y xvfb xauth"]),
+    ("a real Xorg (`unirender xorg-config`); sudo apt-get install -y a1 b.c.", ["unirender xorg-config",
+                                                                              "sudo apt-get install -y a1 b.c"]),
+    ("nothing to install", []),
+])  # fmt: skip
+def test_fix_commands_are_found_in_instructions(text, commands):
+    from unirender.platforms.doctor import fix_commands
+
+    assert fix_commands(text) == commands
 
 
 @pytest.mark.parametrize(

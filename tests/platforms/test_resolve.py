@@ -27,6 +27,13 @@ def test_auto_prefers_cloudrendering_for_unity_builds():
         assert r.virtual_display is None and r.env == {}
 
 
+@pytest.mark.parametrize("name", ["LinuxHeadlessSimulation", "linuxheadlesssimulation"])
+def test_linux_headless_simulation_is_cloudrendering_by_another_name(name):
+    with resolve(PlatformRequest(system="Linux"), name) as r:
+        assert r.name == "LinuxHeadlessSimulation" and r.backend == "vulkan" and r.env == {}
+        assert r.platform.ignores_screen_flags and r.device.software is True
+
+
 def test_auto_prefers_egl_for_the_builtin_player():
     with resolve(PlatformRequest(system="Linux", builtin=True)) as r:
         assert r.name == "EGL" and r.backend == "egl"

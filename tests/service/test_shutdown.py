@@ -37,7 +37,10 @@ def test_sigterm_drains_and_leaves_no_orphans(service):
     family = descendants(service.process.pid)
     assert players <= family
     displays = [pid for pid in family if _command(pid).startswith("Xvfb")]
-    assert displays, "the Linux64 session's virtual display should be the service's descendant"
+    # A Linux64 session uses an X server already running when one fits (on a developer's machine, maybe a
+    # foreign one); only when it started its own virtual display must that be the service's descendant.
+    if "on Xvfb" in (sessions[2].info().get("device") or ""):
+        assert displays, "the Linux64 session's virtual display should be the service's descendant"
 
     outcomes: list[str] = []
 

@@ -319,3 +319,10 @@ def test_allowed_platforms_and_qualities_are_the_ones_the_code_knows():
 
     assert set(get_args(PlatformName)) == {"auto", *PLATFORMS}
     assert set(get_args(Quality)) == set(QUALITY_SETTINGS)
+
+
+def test_linux_headless_simulation_is_a_platform_for_unity_builds():
+    env = load_environment({"executable": "/opt/thor-LinuxHeadlessSimulation-abc/thor-LinuxHeadlessSimulation-abc",
+                            "platform": "LinuxHeadlessSimulation"})
+    assert env.controller_kwargs()["platform"] == "LinuxHeadlessSimulation"
+

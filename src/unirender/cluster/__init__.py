@@ -13,10 +13,11 @@ from unirender.cluster.base import (
     SessionBackend,
     SessionClosedError,
     SessionLostError,
-    create_backend,
 )
+from unirender.cluster.registry import BACKEND_KINDS, create_backend
 
 __all__ = [
+    "BACKEND_KINDS",
     "CapacityError",
     "LocalBackend",
     "RayBackend",
@@ -29,13 +30,11 @@ __all__ = [
 ]
 
 
+
 def __getattr__(name: str):  # the backends import the Controller (and Ray) only when asked for
-    if name == "LocalBackend":
-        from unirender.cluster.local import LocalBackend
+    from unirender.cluster.registry import backend_class
 
-        return LocalBackend
-    if name == "RayBackend":
-        from unirender.cluster.ray_backend import RayBackend
-
-        return RayBackend
+    kinds = {"LocalBackend": "local", "RayBackend": "ray"}
+    if name in kinds:
+        return backend_class(kinds[name])
     raise AttributeError(f"module 'unirender.cluster' has no attribute {name!r}")

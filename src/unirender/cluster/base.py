@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from unirender.errors import UnirenderError
+from unirender.protocol.state import normalize_action  # noqa: F401  (the backends take it from here)
 
 if TYPE_CHECKING:
     from unirender.protocol.event import Event
@@ -139,18 +140,6 @@ class Session:
         return f"<{type(self).__name__} {self.id} {self.state} steps={self.steps}>"
 
 
-def normalize_action(action: dict | str | None, kwargs: dict) -> dict:
-    """``step("MoveAhead", moveMagnitude=0.5)`` and ``step({"action": "MoveAhead", ...})`` alike -> one dict."""
-    if action is None:
-        action = {}
-    elif isinstance(action, str):
-        action = {"action": action}
-    elif not isinstance(action, dict):
-        raise TypeError(f"action must be a dict, a string or None, not {type(action).__name__}")
-    if kwargs:
-        action = {**action, **kwargs}
-    return action
-
 
 class SessionBackend:
     """Where sessions live. Thread-safe: the service creates and steps sessions from many threads."""
@@ -221,26 +210,3 @@ class SessionBackend:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-BACKEND_KINDS = ("local", "ray")
-
-
-def create_backend(kind: str = "local", **options: Any) -> SessionBackend:
-    """``"local"`` -> :class:`LocalBackend`, ``"ray"`` -> :class:`RayBackend` (needs ``unirender[ray]``).
-
-    ``options`` go to the backend's constructor (e.g. ``max_sessions``, ``gpus``; for Ray ``address``).
-    """
-    if kind == "local":
-        from unirender.cluster.local import LocalBackend
-
-        return LocalBackend(**options)
-    if kind == "ray":
-        try:
-            import ray  # noqa: F401
-        except ImportError as exc:
-            raise UnirenderError("the ray backend needs Ray: pip install 'unirender[ray]'") from exc
-        from unirender.cluster.ray_backend import RayBackend
-
-        return RayBackend(**options)
-    raise ValueError(f"unknown session backend {kind!r}; expected one of {', '.join(BACKEND_KINDS)}")

@@ -25,27 +25,12 @@ from unirender.cluster.base import (
     new_session_id,
     normalize_action,
 )
-from unirender.cluster.placement import LocalPlacement, Slot
+from unirender.cluster.placement import LocalPlacement, Slot, placement_info
 from unirender.errors import PlayerError, RestartError
 
 if TYPE_CHECKING:
     from unirender.protocol.event import Event
 
-
-def placement_info(controller: Any) -> dict:
-    """platform, device, pid and log of a Controller, tolerant of attributes it may not have."""
-    resolution = getattr(controller, "resolution", None)
-    platform = getattr(resolution, "platform", None)
-    device = getattr(resolution, "device", None)
-    process = getattr(controller, "process", None)
-    return {
-        "platform": getattr(platform, "name", None) or (type(platform).__name__ if platform else None),
-        "device": getattr(device, "name", None),
-        "software_device": getattr(device, "software", None),
-        "pid": getattr(process, "pid", None),
-        "server_type": getattr(controller, "server_type", None),
-        "log_path": str(getattr(controller, "log_path", None) or "") or None,
-    }
 
 
 class LocalSession(Session):

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from unirender.cluster.base import CapacityError, Resources
 
@@ -148,3 +149,19 @@ class LocalPlacement:
         order = self.gpus[start:] + self.gpus[:start]
         free = [g for g in order if has_room(g)]
         return min(free, key=lambda g: self._per_gpu[g]) if free else None
+
+
+def placement_info(controller: Any) -> dict:
+    """platform, device, pid and log of a Controller, tolerant of attributes it may not have."""
+    resolution = getattr(controller, "resolution", None)
+    platform = getattr(resolution, "platform", None)
+    device = getattr(resolution, "device", None)
+    process = getattr(controller, "process", None)
+    return {
+        "platform": getattr(platform, "name", None) or (type(platform).__name__ if platform else None),
+        "device": getattr(device, "name", None),
+        "software_device": getattr(device, "software", None),
+        "pid": getattr(process, "pid", None),
+        "server_type": getattr(controller, "server_type", None),
+        "log_path": str(getattr(controller, "log_path", None) or "") or None,
+    }

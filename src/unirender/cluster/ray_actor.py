@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from unirender.cluster.local import placement_info
+from unirender.cluster.placement import placement_info
 
 
 class IncarnationChanged(Exception):

@@ -1,8 +1,9 @@
 """A labelled grid of one frame in every modality, for a person to judge a dataset at a glance.
 
 Colour images are shown as they are; depth and other scalar fields through a turbo colour map (near = blue,
-far = red, labelled with the value range); flow as a colour wheel (hue = direction, saturation = magnitude,
-white = no motion); float normals mapped from [-1, 1]; 32-bit ids through a hash to colours.
+far = red, labelled with the value range and a colour bar); flow as a colour wheel (hue = direction, saturation =
+magnitude, white = no motion; an all-zero flow, e.g. a static camera's, says so on the tile); float normals mapped
+from [-1, 1]; 32-bit ids through a hash to colours. A title row says which frame the sheet shows.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from PIL import Image, ImageDraw, ImageFont
 
 LABEL_HEIGHT = 22
 PAD = 6
+COLOUR_BAR = (80, 10)  # width, height: fits beside a caption like "depth  0.52 to 4.1" in a 256-pixel tile
+NO_MOTION = "no motion"
 
 
 def turbo(x: np.ndarray) -> np.ndarray:
@@ -73,7 +76,7 @@ def flow_to_rgb(flow: np.ndarray) -> tuple[np.ndarray, str]:
     g = np.choose(i, [t, ones, ones, q, p, p])
     b = np.choose(i, [p, p, t, ones, ones, q])
     rgb = (np.stack([r, g, b], axis=-1) * 255).astype(np.uint8)
-    return rgb, f"max {top:.3g} px"
+    return rgb, f"max {top:.3g} px" if top > 0 else NO_MOTION
 
 
 def ids_to_rgb(ids: np.ndarray) -> np.ndarray:
@@ -121,33 +124,56 @@ def _font(size: int):
 
 
 def contact_sheet(
-    frames: Iterable[tuple[str, np.ndarray]], *, tile: int = 256, columns: int = 4
+    frames: Iterable[tuple[str, np.ndarray]], *, tile: int = 256, columns: int = 4, title: str | None = None
 ) -> Image.Image:
-    """A grid of ``tile``-wide panels, each captioned with its label (and value range where useful)."""
+    """A grid of ``tile``-wide panels, each captioned with its label (and value range where useful); ``title``
+    (e.g. which frame of which episode) gets a row of its own above the grid."""
     panels = []
     for label, array in frames:
         rgb, caption = visualize(label, array)
         image = Image.fromarray(rgb)
         scale = tile / max(image.width, image.height)
         size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))
-        panels.append((f"{label}  {caption}".strip(), image.resize(size, Image.NEAREST)))
+        panels.append((label, caption, image.resize(size, Image.NEAREST)))
     if not panels:
         raise ValueError("contact sheet: no frames")
     columns = min(columns, len(panels))
     rows = (len(panels) + columns - 1) // columns
     cell_w, cell_h = tile + PAD, tile + LABEL_HEIGHT + PAD
-    sheet = Image.new("RGB", (columns * cell_w + PAD, rows * cell_h + PAD), (32, 32, 32))
+    top = LABEL_HEIGHT if title else 0
+    sheet = Image.new("RGB", (columns * cell_w + PAD, top + rows * cell_h + PAD), (32, 32, 32))
     draw = ImageDraw.Draw(sheet)
     font = _font(14)
-    for n, (caption, image) in enumerate(panels):
+    if title:
+        draw.text((PAD + 2, PAD + 3), title, fill=(255, 255, 255), font=font)
+    for n, (label, caption, image) in enumerate(panels):
         x = PAD + (n % columns) * cell_w
-        y = PAD + (n // columns) * cell_h
-        draw.text((x + 2, y + 3), caption, fill=(235, 235, 235), font=font)
+        y = top + PAD + (n // columns) * cell_h
+        text = f"{label}  {caption}".strip()
+        draw.text((x + 2, y + 3), text, fill=(235, 235, 235), font=font)
         sheet.paste(image, (x, y + LABEL_HEIGHT))
+        if "depth" in label.lower() and " to " in caption:  # near (low) on the left, as in the caption
+            bar_x = max(x + 2 + int(draw.textlength(text, font=font)) + 8, x + tile - COLOUR_BAR[0])
+            if x + tile - bar_x >= 16:
+                _colour_bar(sheet, bar_x, y + 6, x + tile - bar_x)
+        if caption == NO_MOTION:
+            _centred_text(draw, (x, y + LABEL_HEIGHT, image.width, image.height), "no motion: flow is zero", font)
     return sheet
 
 
+def _colour_bar(sheet: Image.Image, x: int, y: int, width: int) -> None:
+    bar = turbo(np.linspace(0.0, 1.0, max(width, 1)))[None, :, :].repeat(COLOUR_BAR[1], axis=0)
+    sheet.paste(Image.fromarray(bar), (x, y))
+
+
+def _centred_text(draw: ImageDraw.ImageDraw, box: tuple[int, int, int, int], text: str, font) -> None:
+    x, y, w, h = box
+    left, top, right, bottom = draw.textbbox((0, 0), text, font=font)
+    draw.text((x + (w - (right - left)) // 2, y + (h - (bottom - top)) // 2), text, fill=(90, 90, 90), font=font)
+
+
 def write_contact_sheet(path: str | os.PathLike, frames: Iterable[tuple[str, np.ndarray]], **kwargs) -> None:
+    """:func:`contact_sheet` written atomically as PNG (``kwargs``: ``tile``, ``columns``, ``title``)."""
     from unirender.jobs.atomic import atomic_file
 
     sheet = contact_sheet(frames, **kwargs)

@@ -54,9 +54,10 @@ def contact_sheet_for(directory: str | os.PathLike, frame: int | None = None) ->
     with load_dataset(directory) as dataset:
         index = len(dataset) // 2 if frame is None else frame
         frames = dataset.frames(index)
+        title = f"{directory.name}: frame {index} of {len(dataset)} (0-based), {dataset.records[index]['location']}"
     path = directory / CONTACT_SHEET
     ordered = sorted(frames.items(), key=lambda kv: _panel_order(kv[0]))
-    write_contact_sheet(path, [(panel_label(key), array) for key, array in ordered])
+    write_contact_sheet(path, [(panel_label(key), array) for key, array in ordered], title=title)
     return path
 
 

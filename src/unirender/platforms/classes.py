@@ -58,6 +58,9 @@ class Platform:
     player_backend: ClassVar[str | None] = None
     systems: ClassVar[tuple[str, ...]] = ("Linux",)
     packages: ClassVar[list[str]] = []
+    # A build for this platform ignores -screen-width/-height/-quality (it starts at its own size): the
+    # Controller then fixes size and quality by actions after the first event (spec 6.4, 9.14).
+    ignores_screen_flags: ClassVar[bool] = False
 
     def assess(self, request: PlatformRequest) -> Assessment:
         raise NotImplementedError
@@ -187,6 +190,7 @@ class CloudRendering(Platform):
     name = "CloudRendering"
     player_backend = "vulkan"
     packages = PACKAGES["vulkan"]
+    ignores_screen_flags = True
 
     def assess(self, request: PlatformRequest) -> Assessment:
         if request.system not in self.systems:
@@ -225,10 +229,18 @@ class CloudRendering(Platform):
 
     def dependency_instructions(self, request: PlatformRequest) -> str:
         return (
-            f"CloudRendering requires the Vulkan loader and a Vulkan driver: {apt_line(self.packages)} "
+            f"{self.name} requires the Vulkan loader and a Vulkan driver: {apt_line(self.packages)} "
             "(mesa-vulkan-drivers is the software lavapipe; GPUs need their vendor's Vulkan driver, e.g. the "
             "NVIDIA driver with NVIDIA_DRIVER_CAPABILITIES=graphics in containers)."
         )
+
+
+class LinuxHeadlessSimulation(CloudRendering):
+    """Unity 2022+'s name for the same target (``CloudRendering`` is deprecated there): a Linux player rendering
+    through Vulkan with no window. Assessed, launched and talked to exactly like CloudRendering; only the name
+    (and so the build folder, ``thor-LinuxHeadlessSimulation-<commit>``) differs."""
+
+    name = "LinuxHeadlessSimulation"
 
 
 KIND_PREFERENCE = {"discrete": 0, "gpu": 0, "integrated": 1, "virtual": 2, "other": 3, "unknown": 4, "cpu": 5}
@@ -328,7 +340,7 @@ class WebGL(Platform):
 
 
 PLATFORMS: dict[str, type[Platform]] = {
-    cls.name: cls for cls in (Linux64, CloudRendering, OSXIntel64, WebGL, EGL)
+    cls.name: cls for cls in (Linux64, CloudRendering, LinuxHeadlessSimulation, OSXIntel64, WebGL, EGL)
 }
 
 

@@ -5,9 +5,20 @@
 
 from __future__ import annotations
 
+import re
+
 from unirender.errors import PlatformError
 from unirender.platforms import probes
-from unirender.platforms.classes import EGL, PACKAGES, CloudRendering, Linux64, OSXIntel64, WebGL, apt_line
+from unirender.platforms.classes import (
+    EGL,
+    PACKAGES,
+    CloudRendering,
+    Linux64,
+    LinuxHeadlessSimulation,
+    OSXIntel64,
+    WebGL,
+    apt_line,
+)
 from unirender.platforms.devices import Device
 from unirender.platforms.request import PlatformRequest
 from unirender.platforms.resolve import VIRTUAL, auto_order
@@ -90,13 +101,20 @@ def build_report(
             scope="Unity CloudRendering builds, builtin player (Vulkan)",
         ),
         _row(
+            "LinuxHeadlessSimulation",
+            LinuxHeadlessSimulation().assess(request),
+            request,
+            scope="Unity 2022+ LinuxHeadlessSimulation builds (CloudRendering's new name; Vulkan)",
+        ),
+        _row(
             "Linux64", Linux64().assess(request), request, scope="Unity Linux64 builds, builtin player (GLX)"
         ),
     ]
     if request.system == "Linux" and x_display is None:
         rows.append(_virtual_display_row(request, start_xvfb))
-        if rows[-1]["status"] == "usable" and rows[1]["status"] != "usable":
-            rows[1]["instructions"] = "nothing to install: unirender starts a virtual display (next row)"
+        linux64 = next(r for r in rows if r["platform"] == "Linux64" and r["via"] is None)
+        if rows[-1]["status"] == "usable" and linux64["status"] != "usable":
+            linux64["instructions"] = "nothing to install: unirender starts a virtual display (next row)"
     rows += [
         _row("EGL", EGL().assess(builtin), builtin, scope="builtin reference player only (GL without X)"),
         _row("OSXIntel64", OSXIntel64().assess(request), request, scope="Unity macOS builds"),
@@ -137,6 +155,8 @@ def build_report(
         },
         "egl": {"library": egl.get("library"), "error": egl.get("error"), "devices": egl.get("devices", [])},
         "auto": {"unity": first_auto(request), "builtin": first_auto(builtin)},
+        "mlagents": mlagents_summary(rows),
+        "builtin_player": builtin_player_modules(),
         "usable": bool(usable),
     }
 
@@ -152,7 +172,11 @@ def _device_text(device: dict | None) -> str:
 
 
 def render_report(report: dict, console=None) -> None:
+    """A summary table (platform, status, device), then each platform's reasons and notes as wrapped text and
+    its fix commands on lines of their own, never wrapped, so that they can be copied and pasted as they are.
+    Readable at 80 columns."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = console or Console()
@@ -161,20 +185,13 @@ def render_report(report: dict, console=None) -> None:
     table.add_column("Platform", no_wrap=True)
     table.add_column("Status", no_wrap=True)
     table.add_column("Device")
-    table.add_column("Reasons / instructions")
     for row in report["platforms"]:
         label = row["platform"] + (f"\n({row['via']})" if row["via"] else "")
         status = f"[{STATUS_STYLE.get(row['status'], '')}]{row['status']}[/]"
-        details = [*row["reasons"], *row["notes"]]
-        if row["env"]:
-            details.append("env: " + " ".join(f"{k}={v}" for k, v in row["env"].items()))
-        if row["args"]:
-            details.append("args: " + " ".join(row["args"]))
-        if row["instructions"]:
-            details.append(f"[yellow]fix:[/] {row['instructions']}")
-        details.append(f"[dim]{row['scope']}[/]")
-        table.add_row(label, status, _device_text(row["device"]), "\n".join(details))
+        table.add_row(label, status, _device_text(row["device"]))
     console.print(table)
+    for row in report["platforms"]:
+        _render_details(console, row)
 
     devices = Table(title="Devices")
     for col in ("API", "Index", "Name", "Type", "Driver / vendor"):
@@ -193,9 +210,79 @@ def render_report(report: dict, console=None) -> None:
             devices.add_row("x11", s["display"], f"{s['width']}x{s['height']} depth {s['depth']}", "", ok)
     if not report["x_displays"]:
         devices.add_row("x11", "-", "no X display running", "", "")
+    console.print()
     console.print(devices)
     auto = report["auto"]
     console.print(f"auto choice: Unity builds -> [bold]{auto['unity'] or 'none'}[/], "
                   f"builtin player -> [bold]{auto['builtin'] or 'none'}[/]")  # fmt: skip
+    console.print(escape(report["mlagents"]))
+    missing = report["builtin_player"]["missing"]
+    if missing:
+        console.print(f"The builtin reference player needs the [player] extra ({', '.join(missing)} missing):",
+                      markup=False, highlight=False)
+        console.print("    pip install 'unirender[player]'", soft_wrap=True, markup=False, highlight=False)
     if not report["usable"]:
-        console.print("[bold red]No platform is usable.[/] Follow the 'fix' lines above.")
+        console.print("[bold red]No platform is usable.[/] Run the commands under 'fix' above.")
+
+
+# What the reference player imports to render (pyproject's [player] extra).
+PLAYER_MODULES = ("moderngl", "glcontext", "wgpu", "trimesh")
+
+
+def builtin_player_modules() -> dict:
+    """Whether the reference player's renderer modules are installed (found, not imported: importing wgpu is slow)."""
+    from importlib.util import find_spec
+
+    missing = [name for name in PLAYER_MODULES if find_spec(name) is None]
+    return {"installed": not missing, "missing": missing}
+
+
+def mlagents_summary(rows: list[dict]) -> str:
+    """What a Unity ML-Agents build needs on this machine. Its camera sensors render only with a graphics device:
+    a standard Linux player needs an X display (real, or an Xvfb), a headless build Vulkan; with -nographics
+    (vector observations only) cameras silently return blank images."""
+    status = {(r["platform"], r["via"]): r["status"] == "usable" for r in rows}
+    display = ("an X display (here: yes)" if status.get(("Linux64", None))
+               else "an X display (here: none running; Xvfb can provide one)" if status.get(("Linux64", VIRTUAL))
+               else "an X display (here: none)")  # fmt: skip
+    vulkan = "Vulkan (here: yes)" if status.get(("LinuxHeadlessSimulation", None)) else "Vulkan (here: no)"
+    return (f"ML-Agents builds: camera sensors need {display} for a standard Linux player, or {vulkan} for a "
+            "LinuxHeadlessSimulation build; vector observations only (-nographics) need neither.")
+
+
+def _render_details(console, row: dict) -> None:
+    from rich.markup import escape
+    from rich.padding import Padding
+
+    def indented(markup: str) -> None:  # wrapped lines keep the indent
+        console.print(Padding(markup, (0, 0, 0, 2), expand=False))
+
+    name = row["platform"] + (f" ({row['via']})" if row["via"] else "")
+    console.print()
+    console.print(f"[bold]{escape(name)}[/]: [{STATUS_STYLE.get(row['status'], '')}]{row['status']}[/]")
+    indented(f"[dim]for {escape(row['scope'])}[/]")
+    details = [*row["reasons"], *row["notes"]]
+    if row["env"]:
+        details.append("env: " + " ".join(f"{k}={v}" for k, v in row["env"].items()))
+    if row["args"]:
+        details.append("args: " + " ".join(row["args"]))
+    for line in details:
+        indented(f"- {escape(line)}")
+    instructions = row["instructions"]
+    if not instructions:
+        return
+    indented(f"[yellow]fix:[/] {escape(instructions)}")
+    for command in fix_commands(instructions):  # own line, never wrapped: a wrapped command pastes as two
+        console.print("    " + command, soft_wrap=True, markup=False, highlight=False)
+
+
+# The commands inside an instruction text: apt lines (see classes.apt_line) and `backticked` commands.
+# A package name may contain dots but not end with one (that is the sentence's full stop).
+_PACKAGE = r"[A-Za-z0-9][A-Za-z0-9.+:-]*[A-Za-z0-9+]"
+COMMAND_RE = re.compile(rf"`([^`]+)`|(sudo apt-get install -y {_PACKAGE}(?: {_PACKAGE})*)")
+
+
+def fix_commands(instructions: str) -> list[str]:
+    """The shell commands an instruction text names, in order, each once."""
+    found = [m.group(1) or m.group(2) for m in COMMAND_RE.finditer(instructions)]
+    return list(dict.fromkeys(found))

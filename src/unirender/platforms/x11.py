@@ -105,12 +105,11 @@ def probe_display(
     if probe.error:
         return probe
     from Xlib import display as xdisplay  # imported late: only needed when a server answered
-    from Xlib import error as xerror
 
     try:
         conn = xdisplay.Display(f":{number}")
-    except (xerror.DisplayError, OSError) as exc:
-        probe.error = f"python-xlib cannot open :{number}: {exc}"
+    except Exception as exc:  # DisplayError, ConnectionClosedError, a malformed setup reply: all mean "not usable"
+        probe.error = f"python-xlib cannot open :{number}: {_describe_x_error(exc)}"
         return probe
     try:
         glx = "GLX" in conn.list_extensions()
@@ -124,9 +123,20 @@ def probe_display(
             )
             screen.errors = screen_errors(screen, width, height)
             probe.screens.append(screen)
+    except Exception as exc:  # the server went away or misbehaved mid-conversation: a reason, not a crash
+        probe.screens = []
+        probe.error = f"X server :{number} failed while being queried: {_describe_x_error(exc)}"
     finally:
-        conn.close()
+        try:
+            conn.close()
+        except Exception:  # closing a connection the server already dropped
+            pass
     return probe
+
+
+def _describe_x_error(exc: Exception) -> str:
+    """``ConnectionClosedError: Display connection closed by server`` (python-xlib's messages lack the type)."""
+    return f"{type(exc).__name__}: {exc}"
 
 
 def screen_errors(screen: ScreenInfo, width: int, height: int) -> list[str]:

@@ -1,9 +1,15 @@
 """The player's launch contract, identical to a Unity build's (spec 6.2, 6.3): command-line flags and the
-``AI2THOR_*`` environment, plus ``UNIRENDER_PLAYER_BACKEND`` (egl | glx | vulkan) chosen by the Controller."""
+``AI2THOR_*`` environment, plus ``UNIRENDER_PLAYER_BACKEND`` (egl | glx | vulkan) chosen by the Controller.
+
+Started by anything else (AI2-THOR's own Controller, a script), the player renders the way the build it stands in
+for would (:func:`launch_backend`): Vulkan when launched as a CloudRendering or LinuxHeadlessSimulation build,
+GLX on the given ``DISPLAY`` when launched as a Linux64 build, EGL when neither applies.
+"""
 
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 
 from unirender.player.actions import QUALITY_NAMES
@@ -12,6 +18,9 @@ from unirender.player.session import CLOUD_RENDERING_DEFAULT_SIZE, DEFAULT_SIZE
 log = logging.getLogger("unirender.player")
 
 BACKENDS = ("egl", "glx", "vulkan")
+# Build flavours by the name in their folder and executable (thor-<Platform>-<commit>, docs/platforms.md).
+VULKAN_BUILDS = ("CloudRendering", "LinuxHeadlessSimulation")
+GLX_BUILDS = ("Linux64",)
 _VALUE_FLAGS = {"-screen-width", "-screen-height", "-screen-quality", "-screen-fullscreen", "-force-device-index",
                 "-logFile", "-logfile"}  # fmt: skip
 _SWITCHES = {"-batchmode", "-nographics"}
@@ -54,7 +63,37 @@ def _parse_bool(name: str, text: str) -> bool:
     return lowered == "true"
 
 
-def parse_launch(argv: list[str], env: dict[str, str]) -> LaunchConfig:
+def launch_backend(executable: str, flags: dict[str, str], env: dict[str, str]) -> tuple[str, str]:
+    """``(backend, why)`` for a launch: ``UNIRENDER_PLAYER_BACKEND`` when set; else the build flavour named by the
+    executable or its folder; else ``-force-device-index`` (only CloudRendering launches pass it) means Vulkan and
+    a ``DISPLAY`` (every Linux64 launch sets it) means GLX on it; else EGL."""
+    explicit = env.get("UNIRENDER_PLAYER_BACKEND", "").strip().lower()
+    if explicit:
+        if explicit not in BACKENDS:
+            raise LaunchError(f"UNIRENDER_PLAYER_BACKEND must be one of {', '.join(BACKENDS)}, got {explicit!r}")
+        return explicit, "UNIRENDER_PLAYER_BACKEND"
+    path = os.path.abspath(executable) if executable else ""
+    names = f"{os.path.basename(path)} {os.path.basename(os.path.dirname(path))}"
+    display = env.get("DISPLAY", "").strip()
+    for flavour in VULKAN_BUILDS:
+        if flavour in names:
+            return "vulkan", f"launched as a {flavour} build ({path})"
+    for flavour in GLX_BUILDS:
+        if flavour in names:
+            if not display:
+                raise LaunchError(f"launched as a {flavour} build ({path}) but DISPLAY is not set: a Linux64 "
+                                  "build renders through GLX on an X screen")
+            return "glx", f"launched as a {flavour} build on DISPLAY={display}"
+    if "-force-device-index" in flags:
+        return "vulkan", "-force-device-index given (a CloudRendering launch)"
+    if display:
+        return "glx", f"DISPLAY={display} given (a Linux64 launch)"
+    return "egl", "no DISPLAY and no Vulkan build flavour: EGL (no X needed)"
+
+
+def parse_launch(argv: list[str], env: dict[str, str], executable: str = "") -> LaunchConfig:
+    """``executable``: how the player was invoked (``sys.argv[0]``), which names the build flavour it stands in
+    for when it is installed as a build (``thor-CloudRendering-<commit>/thor-CloudRendering-<commit>``)."""
     flags: dict[str, str] = {}
     switches: set[str] = set()
     i = 0
@@ -72,9 +111,8 @@ def parse_launch(argv: list[str], env: dict[str, str]) -> LaunchConfig:
             log.warning("ignoring unknown argument %r (a Unity player ignores it too)", arg)
         i += 1
 
-    backend = env.get("UNIRENDER_PLAYER_BACKEND", "egl").strip().lower()
-    if backend not in BACKENDS:
-        raise LaunchError(f"UNIRENDER_PLAYER_BACKEND must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    backend, why = launch_backend(executable, flags, env)
+    log.info("back-end %s: %s", backend, why)
     width, height = DEFAULT_SIZE
     quality_index = len(QUALITY_NAMES) - 1  # "Ultra", Unity's default
     if "-screen-width" in flags:

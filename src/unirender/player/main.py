@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = sys.argv[1:] if argv is None else argv
     try:
-        config = parse_launch(args, dict(os.environ))
+        config = parse_launch(args, dict(os.environ), executable=sys.argv[0])
     except LaunchError as exc:
         log.error("%s", exc)
         return 2

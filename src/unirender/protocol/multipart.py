@@ -11,6 +11,8 @@ import functools
 import json
 import random
 import string
+from email.message import Message
+from email.utils import collapse_rfc2231_value
 from urllib.parse import parse_qsl
 
 from unirender.protocol.errors import MetadataError, MultipartError
@@ -27,13 +29,20 @@ _URL_TABLE = [
 ]
 
 
+def parse_options_header(value: str | None) -> tuple[str, dict[str, str]]:
+    """``'multipart/form-data; boundary="b"'`` -> ``('multipart/form-data', {'boundary': 'b'})``: the value and
+    the option names lower-cased, quotes and RFC 2231 encodings undone. The standard library's MIME header
+    parser, so neither the transport nor the thin client needs a web framework."""
+    msg = Message()
+    msg["x"] = value or ""
+    params = msg.get_params(header="x", unquote=True) or [("", "")]
+    return params[0][0].lower(), {k.lower(): collapse_rfc2231_value(v) for k, v in params[1:]}
+
+
 @functools.lru_cache(maxsize=512)
 def _options(value: str) -> tuple[str, dict[str, str]]:
-    """werkzeug's header-options parser, memoised: a player sends the same part headers on every step.
-    Callers must not modify the returned dict. Imported here, not at module level: the player imports this
-    module and werkzeug's import costs 0.1-0.2 s of player start-up."""
-    from werkzeug.http import parse_options_header
-
+    """:func:`parse_options_header`, memoised: a player sends the same part headers on every step. Callers must
+    not modify the returned dict."""
     return parse_options_header(value)
 
 

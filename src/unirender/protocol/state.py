@@ -37,6 +37,19 @@ def encode_json_action(action: dict) -> bytes:
     return _ENCODER.encode(action).encode("ascii")
 
 
+def normalize_action(action: dict | str | None, kwargs: dict) -> dict:
+    """``step("MoveAhead", moveMagnitude=0.5)`` and ``step({"action": "MoveAhead", ...})`` alike -> one dict."""
+    if action is None:
+        action = {}
+    elif isinstance(action, str):
+        action = {"action": action}
+    elif not isinstance(action, dict):
+        raise TypeError(f"action must be a dict, a string or None, not {type(action).__name__}")
+    if kwargs:
+        action = {**action, **kwargs}
+    return action
+
+
 def _copy_action_value(value):
     """Deep copy of JSON-like data, several times faster than ``copy.deepcopy`` on typical actions."""
     if isinstance(value, dict):

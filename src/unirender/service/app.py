@@ -36,7 +36,9 @@ MAX_RENDER_FRAMES = 256
 
 URLS = Map(
     [
+        Rule("/", endpoint="root", methods=["GET"]),
         Rule("/healthz", endpoint="healthz", methods=["GET"]),
+        Rule("/health", endpoint="healthz", methods=["GET"]),  # the other common spelling
         Rule("/readyz", endpoint="readyz", methods=["GET"]),
         Rule("/metrics", endpoint="metrics", methods=["GET"]),
         Rule("/openapi.json", endpoint="openapi", methods=["GET"]),
@@ -57,7 +59,7 @@ URLS = Map(
     ],
     strict_slashes=False,
 )
-PUBLIC = {"healthz", "readyz", "metrics", "openapi", "docs"}
+PUBLIC = {"root", "healthz", "readyz", "metrics", "openapi", "docs"}
 PLAYER_PATHS = ("/train", "/ping")
 
 
@@ -338,6 +340,11 @@ class ServiceApp:
         return kwargs
 
     # -- public endpoints --------------------------------------------------------------------------------
+    def ep_root(self, request, owner):
+        from unirender.service.openapi import root_page
+
+        return Response(root_page(), mimetype="text/html")
+
     def ep_healthz(self, request, owner):
         return self._json({"status": "ok"})
 

@@ -37,13 +37,20 @@ class Limits(BaseModel):
     cameras: int = Field(8, ge=0, description="third-party cameras per session (each renders a full frame)")
 
 
+def default_data_root() -> Path:
+    """``$XDG_DATA_HOME/unirender`` (``~/.local/share/unirender``): never the directory ``serve`` was started in."""
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "unirender"
+
+
 class ServiceConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     host: str = "127.0.0.1"
     port: int = Field(8200, ge=0, le=65535)
     tokens: dict[str, str] = Field(default_factory=dict, description="name -> bearer token")
-    data_root: Path = Field(Path("unirender-data"), description="job outputs and session logs go here only")
+    data_root: Path = Field(default_factory=lambda: default_data_root(),
+                            description="job outputs and session logs go here only")
     backend: Literal["local", "ray"] = Field("local", description="session backend: local | ray")
     backend_options: dict[str, Any] = Field(
         default_factory=dict,

@@ -166,6 +166,22 @@ def openapi_document(config=None) -> dict:
     }
 
 
+def root_page() -> str:
+    """``GET /``: what this server is and where to go next (a browser pointed at the port lands here)."""
+    links = [("/docs", "the API: every operation, how to authenticate and pick a format"),
+             ("/openapi.json", "the same as OpenAPI 3.1"), ("/healthz", "liveness (also /health)"),
+             ("/readyz", "readiness: sessions and player slots in use"), ("/metrics", "Prometheus metrics")]
+    items = "".join(f"<li><a href='{href}'>{href}</a>: {html.escape(what)}</li>" for href, what in links)
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>unirender render service</title></head><body>"
+        f"<h1>unirender render service {html.escape(__version__)}</h1>"
+        "<p>Headless rendering for Unity-based environments (AI2-THOR wire-compatible): clients open sessions "
+        "and step players, render episodes or submit dataset jobs under <code>/v1/</code>; players connect to "
+        "<code>/train</code>. From Python: <code>unirender.client.Client(url, token=...)</code>.</p>"
+        f"<ul>{items}</ul></body></html>"
+    )
+
+
 def docs_page() -> str:
     """A dependency-free HTML page listing the operations (no CDN: the service may run offline)."""
     doc = openapi_document()

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 Modality = Literal["rgb", "depth", "instance_segmentation", "semantic_segmentation", "normals", "flow"]
 MODALITIES: tuple[str, ...] = Modality.__args__  # type: ignore[attr-defined]
 
-PlatformName = Literal["auto", "CloudRendering", "Linux64", "EGL", "OSXIntel64", "WebGL"]
+PlatformName = Literal["auto", "CloudRendering", "LinuxHeadlessSimulation", "Linux64", "EGL", "OSXIntel64", "WebGL"]
 DepthFormat = Literal["Meters", "Normalized", "Millimeters"]
 # Unity's QualitySettings names as AI2-THOR builds ship them.
 Quality = Literal[
@@ -99,7 +99,7 @@ class EnvironmentSpec(_Strict):
             raise _FieldError(
                 "platform",
                 "'EGL' only runs the builtin reference player; for a Unity build use "
-                "'auto', 'CloudRendering' or 'Linux64'",
+                "'auto', 'CloudRendering', 'LinuxHeadlessSimulation' or 'Linux64'",
             )
         return self
 

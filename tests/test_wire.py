@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from unirender.service import wire
+from unirender import wire
+from unirender.service.wire import negotiate
 
 DTYPES = st.sampled_from([np.uint8, np.float32, np.uint32, np.int16])
 SHAPES = st.sampled_from([(5, 7), (4, 6, 3), (3, 5, 4), (2, 4, 6, 3), (1, 1)])
@@ -67,7 +68,26 @@ def test_request_bodies():
 
 
 def test_negotiation():
-    assert wire.negotiate(None) == wire.JSON
-    assert wire.negotiate("application/x-msgpack, application/json;q=0.5") == wire.MSGPACK
-    assert wire.negotiate("multipart/*") == wire.MULTIPART
-    assert wire.negotiate("image/png") is None
+    assert negotiate(None) == wire.JSON
+    assert negotiate("application/x-msgpack, application/json;q=0.5") == wire.MSGPACK
+    assert negotiate("multipart/*") == wire.MULTIPART
+    assert negotiate("image/png") is None
+
+
+@pytest.mark.parametrize("value", [
+    "application/json", 'multipart/mixed; boundary="a1b2"', "multipart/mixed; boundary=a1b2",
+    'attachment; name="f0.png"; filename="f0.png"', "Application/X-Msgpack ; Charset=utf-8", "", "text/json",
+])
+def test_options_header_parser_agrees_with_werkzeug(value):
+    """The client's stdlib parser gives what the service's werkzeug parser gives (up to case)."""
+    from werkzeug.http import parse_options_header
+
+    mime, options = parse_options_header(value)
+    assert wire.parse_options_header(value) == (mime.lower(), {k.lower(): v for k, v in options.items()})
+
+
+def test_service_wire_is_the_shared_module():
+    from unirender.service import wire as service_wire
+
+    assert service_wire.decode_document is wire.decode_document
+    assert service_wire.WireError is wire.WireError
