@@ -281,7 +281,7 @@ class Console:
             index = 0
         keys = sorted(frames[index]["files"]) if frames else []
         key = request.args.get("key") if request.args.get("key") in keys else (keys[0] if keys else "")
-        return {"units": units, "unit": unit, "count": len(frames), "index": index, "keys": keys, "key": key}
+        return {"units": units, "unit": unit, "count": len(frames), "index": index, "modalities": keys, "key": key}
 
     def ep_cancel_job(self, request, owner, job_id):
         self.app.jobs.cancel(owner, job_id)

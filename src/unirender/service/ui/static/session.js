@@ -12,10 +12,11 @@
   const STORE = "unirender.keys";
 
   // -- live view ---------------------------------------------------------------------------------------
-  let source = null;
+  let source = null, fresh = false;
   const arrivals = [];
   function connect() {
     if (source) source.close();
+    fresh = false;
     out("stream-state").textContent = "Connecting…";
     source = new EventSource(root.dataset.stream + "?view=" + encodeURIComponent(select.value));
     source.addEventListener("open", () => { out("stream-state").textContent = "Live."; });
@@ -27,7 +28,9 @@
       arrivals.push(now);
       while (arrivals.length && arrivals[0] < now - 2000) arrivals.shift();
       out("fps").textContent = (arrivals.length / 2).toFixed(1);
-      out("latency").textContent = Math.max(0, now - f.rendered_ms).toFixed(0) + " ms";
+      // The first frame after connecting was rendered before the page asked: its age is no latency.
+      if (fresh) out("latency").textContent = Math.max(0, now - f.rendered_ms).toFixed(0) + " ms";
+      fresh = true;
       out("seq").textContent = String(f.seq);
     });
     source.addEventListener("end", () => {
