@@ -7,7 +7,7 @@ itself and passes cookies, and it is plain HTTP/1.1 that any proxy forwards. Cos
 
 Flow control: the stream yields the next frame only when the previous one has left waitress's output buffer
 (the channel's ``total_outbufs_len``), and takes the *latest* frame at that moment; the socket's send buffer is
-capped (``SEND_BUFFER``) so the kernel cannot hold many frames either. A slow viewer therefore skips frames
+sized to a couple of frames (``_size_send_buffer``) so the kernel cannot hold many frames either. A slow viewer therefore skips frames
 (counted in ``skipped``) instead of queueing them; the owner's step only swaps a reference (``FrameSlot``).
 Under a server that writes synchronously (gunicorn's gthread) the write itself blocks: the same effect.
 
@@ -27,7 +27,9 @@ from typing import Any
 from unirender.service.frame_slot import FrameSlot
 from unirender.service.ui.images import encode_image, view_array
 
-SEND_BUFFER = 128 * 1024  # Linux doubles it: ~8 frames of 300x300 in flight at most; big frames still pass
+# The socket's send buffer: two frames' worth of the first frame sent (Linux doubles it, so ~4 frames can be in
+# flight), at least SEND_BUFFER_MIN; the default autotunes to megabytes, i.e. seconds of frames for a slow reader.
+SEND_BUFFER_MIN, SEND_BUFFER_MAX = 32 * 1024, 4 * 2**20
 KEEPALIVE_S = 10.0  # a comment line this often finds a viewer that went away while nothing was rendered
 POLL_S = 0.25  # how often an idle stream checks the service is still up
 DRAIN_POLL_S = 0.004  # while the previous frame is still in waitress's buffer
@@ -71,10 +73,15 @@ class ViewerStream:
         self.sent = 0
         self.skipped = 0
         self._closed = False
+        self._buffer_set = False
+
+    def _size_send_buffer(self, frame_bytes: int) -> None:
+        self._buffer_set = True
         sock = getattr(self.channel, "socket", None)
         if sock is not None:
+            size = min(SEND_BUFFER_MAX, max(SEND_BUFFER_MIN, 2 * frame_bytes))
             try:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)
             except OSError:
                 pass
 
@@ -115,6 +122,8 @@ class ViewerStream:
             payload = self.slot.encoded(seq, self.view, sse_frame, seq, published_at, event, self.view)
             if payload is None:
                 continue
+            if not self._buffer_set:
+                self._size_send_buffer(len(payload))
             last_write = time.monotonic()
             self.sent += 1
             yield payload
