@@ -89,7 +89,22 @@ class ViewerStream:
         return {"view": self.view, "sent": self.sent, "skipped": self.skipped}
 
     def _connected(self) -> bool:
-        return self.channel is None or bool(self.channel.connected)
+        if self.channel is None:
+            return True
+        if not self.channel.connected:
+            return False
+        # waitress does not read a connection while its request runs, so it learns of a viewer that went away
+        # only when a write fails; between frames, peek: an empty read is the viewer's FIN (its slot frees at
+        # once instead of at the next frame or keepalive).
+        sock = getattr(self.channel, "socket", None)
+        if sock is None:
+            return False
+        try:
+            return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) != b""
+        except (BlockingIOError, InterruptedError):
+            return True  # nothing to read: still there
+        except OSError:
+            return False
 
     def _wait_for_room(self) -> bool:
         """Until the previous frame has left waitress's buffer; False if the viewer or the service went away."""
