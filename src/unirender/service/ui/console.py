@@ -24,7 +24,7 @@ from unirender.service.errors import ApiError, from_http_exception, from_unirend
 from unirender.service.jobs import FINAL, SUCCEEDED, Job
 from unirender.service.ui.auth import COOKIE, SECURITY_HEADERS, ConsoleAuth
 from unirender.service.ui.images import UnknownView, available_views, check_view, encode_image
-from unirender.service.ui.stream import ViewerStream
+from unirender.service.ui.stream import DEFAULT_FPS, MAX_FPS, ViewerStream
 
 log = logging.getLogger(__name__)
 
@@ -226,6 +226,10 @@ class Console:
             view = check_view(request.args.get("view", "frame"))
         except UnknownView as exc:
             raise ApiError(400, "invalid_parameter", str(exc)) from None
+        try:
+            fps = float(request.args.get("fps", DEFAULT_FPS))
+        except ValueError:
+            raise ApiError(400, "invalid_parameter", f"fps must be a number (at most {MAX_FPS:g})") from None
         with self._viewers_lock:
             total = sum(len(v) for v in self._viewers.values())
             if total >= self.max_viewers:
@@ -235,7 +239,8 @@ class Console:
                 raise ApiError(429, "too_many_viewers", f"session {session_id} has its "
                                f"{entry.frames.max_viewers} live views already", headers={"Retry-After": "5"})
             stream = ViewerStream(entry.frames, view, request.environ,
-                                  stopping=lambda: self.app.draining, on_close=self._viewer_closed(session_id))
+                                  stopping=lambda: self.app.draining, on_close=self._viewer_closed(session_id),
+                                  fps=fps)
             self._viewers.setdefault(session_id, []).append(stream)
         if entry.frames.event is None and entry.session.last_event is not None:
             entry.frames.publish(entry.session.last_event)
