@@ -210,3 +210,37 @@ def test_an_open_service_serves_its_console_to_loopback_names_only(make_service)
     port = urlsplit(service.url).port
     rebound = requests.get(service.url + "/ui/", headers={"Host": f"evil.example:{port}"}, timeout=10)
     assert rebound.status_code == 403 and "loopback" in rebound.text
+
+
+def test_cancel_and_resume_a_job_from_the_console(service, alice):
+    http, csrf = logged_in(service, ALICE)
+    job = alice.submit_job({
+        "environment": {"width": 32, "height": 24},
+        "episodes": [{"scene": "FloorPlan1", "name": f"turn-{i}", "actions": ["RotateRight"] * 40} for i in range(5)],
+        "output": {"directory": "runs/console-resume"},
+        "workers": 1,
+    })
+    deadline = time.monotonic() + 60
+    while not job.status()["progress"].get("episodes_done") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert http.post(f"{service.url}/ui/jobs/{job.id}/cancel", timeout=10).status_code == 403  # no CSRF token
+    resp = http.post(f"{service.url}/ui/jobs/{job.id}/cancel", data={"csrf": csrf}, timeout=10)
+    assert resp.status_code == 200 and resp.url.endswith(f"/ui/jobs/{job.id}")
+    status = job.wait(timeout=60, poll=0.1)
+    assert status["state"] == "cancelled" and status["workers"], status
+    page = http.get(f"{service.url}/ui/jobs/{job.id}", timeout=10).text
+    assert "Resume job" in page and "cancelled" in page
+
+    resp = http.post(f"{service.url}/ui/jobs/{job.id}/resume", data={"csrf": csrf}, timeout=10)
+    new_id = resp.url.rsplit("/", 1)[-1]
+    assert resp.status_code == 200 and new_id != job.id
+    resumed = alice.request("GET", f"/v1/jobs/{new_id}").json()
+    deadline = time.monotonic() + 90
+    while resumed["state"] not in ("succeeded", "failed", "cancelled") and time.monotonic() < deadline:
+        time.sleep(0.2)
+        resumed = alice.request("GET", f"/v1/jobs/{new_id}").json()
+    assert resumed["state"] == "succeeded", resumed
+    assert resumed["progress"]["frames_done"] == resumed["progress"]["frames_total"] == 205
+    assert resumed["progress"].get("episodes_resumed", 0) >= 1  # finished episodes were kept, not redone
+    again = http.post(f"{service.url}/ui/jobs/{new_id}/resume", data={"csrf": csrf}, timeout=10)
+    assert again.status_code == 409  # a finished job is not resumed
