@@ -60,6 +60,7 @@ def artifacts(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
     # Selenium Manager must never download a driver or phone home: the driver path is given, and offline.
+    offline = os.environ.get("SE_OFFLINE")
     os.environ["SE_OFFLINE"] = "true"
     profile = tmp_path_factory.mktemp("chromium-profile")
     options = webdriver.ChromeOptions()
@@ -77,6 +78,10 @@ def browser(tmp_path_factory):
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
+        if offline is None:
+            os.environ.pop("SE_OFFLINE", None)
+        else:
+            os.environ["SE_OFFLINE"] = offline
 
 
 FAILURE_SHOTS: list[Path] = []  # where wait() saves the page when it gives up (set by the artifacts fixture)
@@ -172,6 +177,7 @@ def test_job_progress_reaches_100_and_shows_the_contact_sheet(service, alice, br
     frame = browser.find_element(By.ID, "dataset-frame")
     wait(browser, lambda d: d.execute_script("return arguments[0].complete && arguments[0].naturalWidth", frame))
     assert "frame 5" in browser.find_element(By.TAG_NAME, "figcaption").text
+    browser.save_screenshot(str(artifacts / "frame-browser.png"))
     browser.get(service.url + "/ui/")
     bar = browser.find_element(By.CSS_SELECTOR, f'tr[data-id="{job.id}"] progress')
     assert bar.get_attribute("value") == "100"

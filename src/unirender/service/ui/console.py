@@ -331,7 +331,7 @@ class Console:
             frames = dataset.frames(positions[index])
         if key not in frames:
             raise ApiError(404, "not_found", f"frame {index} has no {key!r}; it has {sorted(frames)}")
-        mime, data = encode_image(key, frames[key])
+        mime, data = encode_image(key, frames[key], lossless=True)  # a dataset is inspected pixel by pixel
         return Response(data, mimetype=mime, headers={"Cache-Control": "private, max-age=60"})
 
     # -- static files ---------------------------------------------------------------------------------------

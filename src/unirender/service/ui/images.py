@@ -68,12 +68,12 @@ def view_array(event: Any, view: str) -> np.ndarray | None:
     return value
 
 
-def encode_image(view: str, array: np.ndarray) -> tuple[str, bytes]:
-    """``(mime type, bytes)`` of one frame as a person should see it."""
+def encode_image(view: str, array: np.ndarray, *, lossless: bool = False) -> tuple[str, bytes]:
+    """``(mime type, bytes)`` of one frame as a person should see it (``lossless``: always PNG)."""
     rgb, _caption = visualize(view, array)
     image = Image.fromarray(np.ascontiguousarray(rgb))
     out = io.BytesIO()
-    if any(word in view for word in LOSSLESS):
+    if lossless or any(word in view for word in LOSSLESS):
         image.save(out, format="PNG", compress_level=1)
         return "image/png", out.getvalue()
     image.save(out, format="JPEG", quality=JPEG_QUALITY)
