@@ -177,6 +177,8 @@ def test_login_csrf_and_security_headers(service, alice):
     assert bad.status_code == 401 and COOKIE not in bad.cookies
     forged = requests.post(service.url + "/ui/login", data={"token": ALICE}, allow_redirects=False, timeout=10)
     assert forged.status_code == 403
+    huge = requests.post(service.url + "/ui/login", data={"token": "x" * (5 * 2**20), "csrf": csrf}, timeout=30)
+    assert huge.status_code == 413  # forms are held to the API's body limit
     # A good one: an HttpOnly, SameSite=Strict cookie; never a redirect off the console.
     good = requests.post(service.url + "/ui/login", allow_redirects=False, timeout=10,
                          data={"token": ALICE, "csrf": csrf, "next": "https://evil.example/"})

@@ -93,6 +93,7 @@ class Console:
     # -- WSGI ---------------------------------------------------------------------------------------------
     def __call__(self, environ, start_response):
         request = Request(environ)
+        request.max_content_length = self.app.config.limits.body_bytes  # forms too: 413 beyond the API's limit
         response = self._dispatch(request)
         for name, value in SECURITY_HEADERS.items():
             response.headers.setdefault(name, value)
@@ -102,11 +103,11 @@ class Console:
     def _dispatch(self, request: Request) -> Response:
         endpoint = "unmatched"
         try:
+            self.auth.check_reachable(request)
             adapter = URLS.bind_to_environ(request.environ)
             if request.path == PREFIX:
                 return redirect(PREFIX + "/", 308)
             endpoint, args = adapter.match()
-            self.auth.check_reachable(request)
             if self.app.draining:
                 raise ApiError(503, "shutting_down", "the service is shutting down", headers={"Retry-After": "5"})
             owner = None
