@@ -157,6 +157,9 @@ class ServiceApp:
         self._in_flight_cv = threading.Condition()
         self._started = False
         self._openapi: bytes | None = None
+        from unirender.service.ui import Console  # the web console under /ui/ (docs/console.md)
+
+        self.console = Console(self)
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def start(self) -> ServiceApp:
@@ -198,6 +201,8 @@ class ServiceApp:
                     environ, start_response
                 )
             return self.hub.wsgi_app(environ, start_response)
+        if path == "/ui" or path.startswith("/ui/"):
+            return self.console(environ, start_response)
         with self._in_flight_cv:
             self._in_flight += 1
         try:

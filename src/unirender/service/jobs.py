@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from unirender.jobs.progress import Reporter
 from unirender.service.errors import ApiError, from_unirender_error
 from unirender.service.limits import PlayerSlots
 from unirender.service.metrics import ServiceMetrics
@@ -36,6 +37,7 @@ class Job:
     state: str = QUEUED
     progress: dict = field(default_factory=dict)
     errors: list = field(default_factory=list)
+    worker_states: dict = field(default_factory=dict)  # worker number -> what it is doing (the runner says)
     created_at: float = field(default_factory=time.time)
     started_at: float | None = None
     finished_at: float | None = None
@@ -50,6 +52,7 @@ class Job:
             "state": self.state,
             "progress": dict(self.progress),
             "errors": list(self.errors),
+            "workers": {str(w): state for w, state in sorted(self.worker_states.items())},
             "created_at": self.created_at,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
@@ -67,6 +70,16 @@ def _progress_dict(p: Any) -> dict:
     if hasattr(p, "__dataclass_fields__"):
         return _progress_dict({k: getattr(p, k) for k in p.__dataclass_fields__})
     return {"status": str(p)}
+
+
+class _WorkerStates(Reporter):
+    """The runner's per-worker reports, kept on the job for ``describe()`` (the web console shows them)."""
+
+    def __init__(self, job: Job):
+        self.job = job
+
+    def worker(self, worker: int, state: str) -> None:
+        self.job.worker_states[worker] = state
 
 
 def _fraction(progress: dict) -> float | None:
@@ -155,6 +168,7 @@ class JobManager:
                 output_dir=job.output_dir,
                 workers=job.workers,
                 progress=lambda p: self._on_progress(job, p),
+                reporter=_WorkerStates(job),
                 cancel=job.cancel,
                 **({"backend": self.backend} if self.backend is not None else {}),
             )

@@ -19,6 +19,7 @@ from unirender.cluster.base import new_session_id
 from unirender.errors import PlayerError, RestartError
 from unirender.protocol import ProtocolError
 from unirender.service.errors import ApiError, from_unirender_error
+from unirender.service.frame_slot import FrameSlot
 from unirender.service.limits import PlayerSlots, TokenBucket
 from unirender.service.metrics import ServiceMetrics
 
@@ -35,6 +36,7 @@ class ServiceSession:
     bucket: TokenBucket
     last_used: float = field(default_factory=time.monotonic)
     busy: int = 0  # requests in flight on this session; the reaper leaves busy sessions alone
+    frames: FrameSlot = field(default_factory=FrameSlot)  # latest event for viewers (the web console)
 
     def describe(self) -> dict:
         info = self.session.info()
@@ -117,6 +119,8 @@ class SessionRegistry:
             id=session.id, owner=owner, session=session, environment=environment,
             auto_restart=auto_restart, bucket=TokenBucket(self.steps_per_second),
         )
+        if session.last_event is not None:
+            entry.frames.publish(session.last_event)
         with self._lock:
             self._sessions[entry.id] = entry
         self._update_gauges()
@@ -133,6 +137,7 @@ class SessionRegistry:
             self._ended[entry.id] = (entry.owner, reason)
             while len(self._ended) > self._TOMBSTONES:
                 self._ended.popitem(last=False)
+        entry.frames.close()  # its viewers' streams end
         try:
             entry.session.stop()
         except Exception:
@@ -209,6 +214,7 @@ class SessionRegistry:
                 entry.last_used = time.monotonic()
         self.metrics.step_seconds.observe(time.perf_counter() - started)
         self.metrics.steps.labels("ok").inc()
+        entry.frames.publish(event)
         return event
 
     def _after_crash(self, entry: ServiceSession, exc: BaseException) -> ApiError:

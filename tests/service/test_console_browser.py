@@ -1,0 +1,242 @@
+"""The web console in a real headless Chromium (Debian's, driven by Selenium through the system chromedriver)
+against a real ``unirender serve``: log in, watch a session's live view change after a key press, follow a job
+to 100 % and its contact sheet, a second token sees none of it, a cross-site form POST is refused.
+
+Screenshots are saved under ``$UNIRENDER_TEST_ARTIFACTS`` (default: the test's tmp dir) as test artifacts.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import pytest
+import requests
+from PIL import Image
+
+from unirender.client import Client
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+if not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):
+    pytest.skip(f"needs Debian's chromium and chromium-driver ({CHROMIUM}, {CHROMEDRIVER}; ./dev setup installs "
+                "them)", allow_module_level=True)
+webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (the test extra)")
+from selenium.common.exceptions import TimeoutException  # noqa: E402
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+ALICE, BOB = "alice-console-token", "bob-console-token"
+SIZE = 160
+
+
+@pytest.fixture(scope="module")
+def service(make_service):
+    return make_service({"tokens": {"alice": ALICE, "bob": BOB},
+                         "limits": {"sessions_per_token": 2, "total_players": 4}})
+
+
+@pytest.fixture(scope="module")
+def alice(service):
+    with Client(service.url, ALICE) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory) -> Path:
+    path = Path(os.environ.get("UNIRENDER_TEST_ARTIFACTS") or tmp_path_factory.mktemp("console-screenshots"))
+    path.mkdir(parents=True, exist_ok=True)
+    FAILURE_SHOTS[:] = [path]
+    return path
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    # Selenium Manager must never download a driver or phone home: the driver path is given, and offline.
+    offline = os.environ.get("SE_OFFLINE")
+    os.environ["SE_OFFLINE"] = "true"
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1280,800", f"--user-data-dir={profile}", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-default-apps", "--disable-features=Translate,OptimizationHints,MediaRouter",
+                "--metrics-recording-only"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+        if offline is None:
+            os.environ.pop("SE_OFFLINE", None)
+        else:
+            os.environ["SE_OFFLINE"] = offline
+
+
+FAILURE_SHOTS: list[Path] = []  # where wait() saves the page when it gives up (set by the artifacts fixture)
+
+
+def wait(driver, condition, timeout=20.0, message=""):
+    try:
+        return WebDriverWait(driver, timeout, poll_frequency=0.1).until(lambda d: condition(d), message)
+    except TimeoutException:
+        if FAILURE_SHOTS:
+            driver.save_screenshot(str(FAILURE_SHOTS[0] / f"timeout-{int(time.time() * 1000)}.png"))
+        raise
+
+
+def login(driver, url: str, token: str) -> None:
+    driver.delete_all_cookies()
+    driver.get(url + "/ui/")
+    assert "/ui/login" in driver.current_url  # not logged in: the console asks for the token
+    driver.find_element(By.ID, "token").send_keys(token)
+    driver.find_element(By.CSS_SELECTOR, "form.login button").click()
+    wait(driver, lambda d: d.current_url.rstrip("/").endswith("/ui"), message="login did not land on /ui/")
+
+
+def pixels(png: bytes) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=np.int16)
+
+
+def test_live_view_follows_a_key_press(service, alice, browser, artifacts):
+    session = alice.session({"width": SIZE, "height": SIZE}, render={"modalities": ["rgb", "depth"]},
+                            scene="FloorPlan1")
+    try:
+        login(browser, service.url, ALICE)
+        browser.save_screenshot(str(artifacts / "index-with-session.png"))
+        browser.find_element(By.LINK_TEXT, session.id).click()
+        live = browser.find_element(By.ID, "live")
+        wait(browser, lambda d: live.get_attribute("data-seq"), message="no frame reached the live view")
+        browser.save_screenshot(str(artifacts / "session-page.png"))
+        before_seq = int(live.get_attribute("data-seq"))
+        before = live.screenshot_as_png
+        (artifacts / "live-before.png").write_bytes(before)
+
+        browser.find_element(By.TAG_NAME, "body").send_keys(Keys.ARROW_RIGHT)  # RotateRight
+        wait(browser, lambda d: int(live.get_attribute("data-seq")) > before_seq
+             and "RotateRight" in d.find_element(By.ID, "last-action").text, message="no new frame after the key")
+        time.sleep(0.2)  # let the new frame be painted
+        after = live.screenshot_as_png
+        (artifacts / "live-after.png").write_bytes(after)
+        a, b = pixels(before), pixels(after)
+        assert a.shape == b.shape
+        assert np.abs(a - b).mean() > 5.0, "the live view did not change after RotateRight"
+        assert "succeeded" in browser.find_element(By.ID, "last-action").text
+        assert session.info()["steps"] >= 1  # the key press stepped the session itself
+
+        # The frame rate and latency are shown; depth is selectable and comes through the colour map.
+        wait(browser, lambda d: d.find_element(By.ID, "latency").text.endswith("ms"))
+        select = browser.find_element(By.ID, "view-select")
+        select.find_element(By.CSS_SELECTOR, 'option[value="depth_frame"]').click()
+        seq = int(live.get_attribute("data-seq"))
+        browser.find_element(By.TAG_NAME, "body").send_keys("d")  # MoveRight: a fresh frame in depth
+        wait(browser, lambda d: int(live.get_attribute("data-seq")) > seq)
+        time.sleep(0.2)
+        depth = pixels(live.screenshot_as_png)
+        (artifacts / "live-depth.png").write_bytes(live.screenshot_as_png)
+        assert np.abs(depth - b).mean() > 5.0  # a colour-mapped depth image, not the colour frame
+        browser.set_window_size(420, 800)  # a narrow window: the page still works
+        browser.save_screenshot(str(artifacts / "session-page-narrow.png"))
+        browser.set_window_size(1280, 800)
+    finally:
+        session.stop()
+
+
+def test_job_progress_reaches_100_and_shows_the_contact_sheet(service, alice, browser, artifacts):
+    job = alice.submit_job({
+        "name": "console-tour",
+        "environment": {"width": 64, "height": 48},
+        "render": {"modalities": ["rgb", "depth", "instance_segmentation"]},
+        "episodes": [{"scene": "FloorPlan1", "actions": ["RotateRight"] * 6 + ["MoveAhead"] * 4}],
+        "output": {"directory": "runs/console-tour"},
+        "workers": 1,
+    })
+    login(browser, service.url, ALICE)
+    browser.get(f"{service.url}/ui/jobs/{job.id}")
+    # The page refreshes its bar every second and reloads once the job has ended.
+    wait(browser, lambda d: d.find_elements(By.ID, "contact-sheet"), timeout=60, message="job never finished")
+    assert browser.find_element(By.ID, "job-progress").get_attribute("value") == "100"
+    assert "11/11 frames (100.0%)" in browser.find_element(By.CSS_SELECTOR, '[data-field="frames"]').text
+    sheet = browser.find_element(By.ID, "contact-sheet")
+    wait(browser, lambda d: d.execute_script("return arguments[0].complete && arguments[0].naturalWidth", sheet))
+    assert "worker 0" in browser.find_element(By.CSS_SELECTOR, '[data-field="workers"]').text
+    browser.save_screenshot(str(artifacts / "job-page.png"))
+    # The frame browser: another frame and modality.
+    browser.get(f"{service.url}/ui/jobs/{job.id}?index=5&key=depth_frame#browse")
+    frame = browser.find_element(By.ID, "dataset-frame")
+    wait(browser, lambda d: d.execute_script("return arguments[0].complete && arguments[0].naturalWidth", frame))
+    assert "frame 5" in browser.find_element(By.TAG_NAME, "figcaption").text
+    browser.save_screenshot(str(artifacts / "frame-browser.png"))
+    browser.get(service.url + "/ui/")
+    bar = browser.find_element(By.CSS_SELECTOR, f'tr[data-id="{job.id}"] progress')
+    assert bar.get_attribute("value") == "100"
+    browser.save_screenshot(str(artifacts / "index-page.png"))
+
+
+def test_a_second_token_sees_none_of_it(service, alice, browser, artifacts):
+    session = alice.session({"width": 64, "height": 64}, scene="FloorPlan1")
+    try:
+        jobs = [j["id"] for j in alice.request("GET", "/v1/jobs").json()["jobs"]]
+        login(browser, service.url, BOB)
+        page = browser.page_source
+        assert session.id not in page and not any(j in page for j in jobs)
+        assert "No sessions" in page and "No jobs" in page
+        browser.get(f"{service.url}/ui/sessions/{session.id}")
+        assert "404" in browser.title and session.id in browser.page_source  # only the id bob typed himself
+        assert "FloorPlan1" not in browser.page_source
+        browser.save_screenshot(str(artifacts / "bob-404.png"))
+    finally:
+        session.stop()
+
+
+class _EvilSite(BaseHTTPRequestHandler):
+    """Another origin (same host, another port) whose page posts to the console with the victim's cookie."""
+
+    target = ""
+
+    def do_GET(self):
+        page = (f'<form id="f" method="post" action="{self.target}" enctype="text/plain">'
+                '<input name=\'{"action":"MoveAhead","x":"\' value=\'"}\'></form>'
+                '<script>document.getElementById("f").submit()</script>').encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(page)))
+        self.end_headers()
+        self.wfile.write(page)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_cross_site_post_is_refused(service, alice, browser, artifacts):
+    session = alice.session({"width": 64, "height": 64}, scene="FloorPlan1")
+    evil = ThreadingHTTPServer(("127.0.0.1", 0), type("Evil", (_EvilSite,), {
+        "target": f"{service.url}/ui/sessions/{session.id}/action"}))
+    thread = threading.Thread(target=evil.serve_forever, daemon=True)
+    thread.start()
+    try:
+        login(browser, service.url, ALICE)
+        browser.get(f"http://127.0.0.1:{evil.server_address[1]}/")
+        wait(browser, lambda d: "csrf_failed" in d.page_source, message="the forged POST was not refused")
+        browser.save_screenshot(str(artifacts / "cross-site-refused.png"))
+        assert session.info()["steps"] == 0  # the forged action never reached the player
+        # The same POST from a script without the page's token is refused as well.
+        resp = requests.post(f"{service.url}/ui/sessions/{session.id}/action", json={"action": "MoveAhead"},
+                             cookies={"unirender_console": ALICE}, timeout=10)
+        assert resp.status_code == 403 and resp.json()["error"]["code"] == "csrf_failed"
+        assert session.info()["steps"] == 0
+    finally:
+        evil.shutdown()
+        evil.server_close()
+        session.stop()
