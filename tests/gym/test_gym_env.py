@@ -134,6 +134,8 @@ def test_task_callables_truncation_and_observations(backend):
         obs, r, terminated, truncated, info = env.step(0)
         assert (r, terminated, truncated) == (1.0, False, False) and info["action"] == "RotateRight"
         np.testing.assert_array_equal(obs["rgb"], env.last_event.frame)
+        # the learner's own array, not the event's read-only flipped view (torch.as_tensor refuses those)
+        assert obs["rgb"].flags.writeable and obs["rgb"].flags.c_contiguous
         np.testing.assert_array_equal(env.render(), env.last_event.frame)
         _, _, terminated, truncated, _ = env.step(0)
         assert terminated and not truncated  # yaw 180

@@ -65,7 +65,9 @@ class _Modality:
             raise ValueError(
                 f"{self.name} frame has shape {array.shape}, the observation space {self.box.shape}"
             )
-        return array.astype(self.box.dtype, copy=False)
+        # A copy the learner owns: event frames are read-only, bottom-up-flipped views (negative strides),
+        # which torch.as_tensor refuses and a replay buffer must not alias.
+        return np.array(array, dtype=self.box.dtype, order="C")
 
     def _depth(self, depth: np.ndarray) -> np.ndarray:
         if depth.shape != self.box.shape[:2]:
@@ -80,7 +82,7 @@ class _Modality:
             out = np.rint(metres * 1000.0).astype(np.uint16)
         else:
             out = np.rint(metres * (255.0 / self.max_depth)).astype(np.uint8)
-        return out[:, :, None]
+        return np.ascontiguousarray(out[:, :, None])  # the float32 path may still be a view of the frame
 
 
 @dataclass(frozen=True)

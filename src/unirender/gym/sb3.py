@@ -133,8 +133,10 @@ def make_vec_env(
     through :class:`SB3VecEnv` under ``VecMonitor``; the cheapest in memory and as fast as any. ``DummyVecEnv``
     or ``SubprocVecEnv``: SB3's own ``make_vec_env`` over ``UnityEnv`` (``Monitor`` per env); ``SubprocVecEnv``
     runs each env in a worker process (which imports torch: see docs/gym.md), so give ``backend`` as a kind
-    (``"local"``), not an instance. ``seed``: env ``i`` is reset with ``seed + i``.
+    (``"local"``), not an instance. ``seed``: env ``i`` is reset with ``seed + i``. Depth defaults to
+    ``depth_dtype="uint8"`` here, which SB3 treats as an image (a CNN in ``MultiInputPolicy``).
     """
+    env_kwargs.setdefault("depth_dtype", "uint8")
     if vec_env_cls is None:
         if vec_env_kwargs:
             raise ValueError("vec_env_kwargs are for vec_env_cls; the default vector env takes env_kwargs")
