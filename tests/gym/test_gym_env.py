@@ -28,19 +28,27 @@ def _check_env_without_warnings(env):
 
 @pytest.mark.parametrize("observations", ["rgb", ["rgb", "depth"], ALL_MODALITIES])
 def test_check_env_with_the_render_check(backend, observations):
-    env = UnityEnv(PLAYER, observations=observations, backend=backend, max_episode_steps=5,
-                   render_mode="rgb_array")
+    env = UnityEnv(
+        PLAYER, observations=observations, backend=backend, max_episode_steps=5, render_mode="rgb_array"
+    )
     try:
         space = env.observation_space
         if observations == "rgb":  # one name: a plain image Box, what CnnPolicy takes
             assert space == gymnasium.spaces.Box(0, 255, (64, 64, 3), np.uint8)
         else:
             assert list(space.spaces) == sorted(observations)  # Dict keys sorted by Gymnasium
-            assert space["depth"] == gymnasium.spaces.Box(0.0, 20.0, (64, 64, 1), np.float32)  # far plane 20 m
+            assert space["depth"] == gymnasium.spaces.Box(
+                0.0, 20.0, (64, 64, 1), np.float32
+            )  # far plane 20 m
             for name in observations:
                 if name != "depth":
                     box = space[name]
-                    assert (box.dtype, box.shape[:2], box.low.min(), box.high.max()) == (np.uint8, (64, 64), 0, 255)
+                    assert (box.dtype, box.shape[:2], box.low.min(), box.high.max()) == (
+                        np.uint8,
+                        (64, 64),
+                        0,
+                        255,
+                    )
         # The render check closes the env; check_env then resets and steps it again: a new player.
         _check_env_without_warnings(env)
         assert env.session is not None and env.observation_space.contains(env.reset()[0])

@@ -21,8 +21,14 @@ R, L = 0, 1
 @pytest.mark.parametrize("observations", ["rgb", ["rgb", "depth"], ALL_MODALITIES])
 def test_sb3_check_env_with_the_render_check(backend, observations):
     # uint8 depth: an image to SB3 (float32 metres draw its "not an image, flatten it" warning)
-    env = UnityEnv(PLAYER, observations=observations, depth_dtype="uint8", backend=backend, max_episode_steps=5,
-                   render_mode="rgb_array")
+    env = UnityEnv(
+        PLAYER,
+        observations=observations,
+        depth_dtype="uint8",
+        backend=backend,
+        max_episode_steps=5,
+        render_mode="rgb_array",
+    )
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -37,10 +43,21 @@ def test_sb3_check_env_with_the_render_check(backend, observations):
 def test_adapter_infos_and_episode_statistics_step_by_step(backend, views):
     """Two envs: env 0 turns right and terminates at yaw 180 (2nd step); env 1 turns left, right, left and is
     truncated by the 3-step limit. Reward = new yaw / 90."""
-    venv = VecMonitor(SB3VecEnv(UnityVectorEnv(
-        2, PLAYER, backend=backend, observations="rgb", actions=["RotateRight", "RotateLeft"],
-        reward_fn=yaw_reward, termination_fn=half_turn, max_episode_steps=3, autoreset_mode="SAME_STEP",
-    )))
+    venv = VecMonitor(
+        SB3VecEnv(
+            UnityVectorEnv(
+                2,
+                PLAYER,
+                backend=backend,
+                observations="rgb",
+                actions=["RotateRight", "RotateLeft"],
+                reward_fn=yaw_reward,
+                termination_fn=half_turn,
+                max_episode_steps=3,
+                autoreset_mode="SAME_STEP",
+            )
+        )
+    )
     try:
         venv.seed(4)
         obs = venv.reset()
@@ -85,8 +102,15 @@ def test_ppo_trains_with_cnn_and_multi_input_policies():
 
     player = {**PLAYER, "width": 40, "height": 40}  # NatureCNN's smallest input is 36x36
     for policy, observations in [("CnnPolicy", "rgb"), ("MultiInputPolicy", ["rgb", "depth"])]:
-        venv = make_vec_env(2, player, observations=observations, max_episode_steps=16,  # depth: uint8 by default
-                            actions=["RotateRight", "RotateLeft"], reward_fn=yaw_reward, seed=0)
+        venv = make_vec_env(
+            2,
+            player,
+            observations=observations,
+            max_episode_steps=16,  # depth: uint8 by default
+            actions=["RotateRight", "RotateLeft"],
+            reward_fn=yaw_reward,
+            seed=0,
+        )
         try:
             model = PPO(policy, venv, n_steps=64, batch_size=128, n_epochs=1, seed=0, device="cpu", verbose=0)
             if policy == "MultiInputPolicy":
@@ -97,8 +121,10 @@ def test_ppo_trains_with_cnn_and_multi_input_policies():
             assert model.num_timesteps == 256
             assert len(model.ep_info_buffer) >= 2 * (256 // 2 // 16) - 2  # ~16 episodes of 16 steps
             assert all(info["l"] == 16 for info in model.ep_info_buffer)
-            changed = [not np.array_equal(a.numpy(), b.detach().numpy()) for a, b in
-                       zip(before, model.policy.parameters(), strict=True)]
+            changed = [
+                not np.array_equal(a.numpy(), b.detach().numpy())
+                for a, b in zip(before, model.policy.parameters(), strict=True)
+            ]
             assert any(changed)
         finally:
             venv.close()

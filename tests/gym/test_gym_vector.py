@@ -31,8 +31,15 @@ SAME_STEP = [
 
 def _vector_env(backend, **kwargs):
     return UnityVectorEnv(
-        2, PLAYER, backend=backend, observations="rgb", actions=["RotateRight", "RotateLeft"],
-        reward_fn=yaw_reward, termination_fn=half_turn, max_episode_steps=3, **kwargs,
+        2,
+        PLAYER,
+        backend=backend,
+        observations="rgb",
+        actions=["RotateRight", "RotateLeft"],
+        reward_fn=yaw_reward,
+        termination_fn=half_turn,
+        max_episode_steps=3,
+        **kwargs,
     )
 
 
@@ -108,13 +115,17 @@ def test_per_env_seeds_are_deterministic(backend):
 
     def reset_scenes(seed):
         envs.reset(seed=seed)
-        return [env.last_event.metadata["sceneName"] for env in envs.envs], [env.np_random_seed for env in envs.envs]
+        return [env.last_event.metadata["sceneName"] for env in envs.envs], [
+            env.np_random_seed for env in envs.envs
+        ]
 
     try:
         picked, seeds = reset_scenes([11, 22, None])
         assert seeds[:2] == [11, 22] and seeds[2] not in (11, 22)
         assert reset_scenes([11, 22, None])[0][:2] == picked[:2]  # the same seed, the same scene
-        alone = [envs.envs[0].reset(seed=s) and envs.envs[0].last_event.metadata["sceneName"] for s in (11, 22)]
+        alone = [
+            envs.envs[0].reset(seed=s) and envs.envs[0].last_event.metadata["sceneName"] for s in (11, 22)
+        ]
         assert alone == picked[:2]  # a seed means the same for a vector env's env as for a single env
         # an int s gives env i the seed s + i
         by_int, seeds = reset_scenes(5)

@@ -97,7 +97,7 @@ class UnityVectorEnv(VectorEnv):
             if any(self._env_obs[i] is None for i in np.flatnonzero(~mask)):
                 raise ValueError("reset_mask leaves out an env that was never reset: reset all envs first")
         chosen = [int(i) for i in np.flatnonzero(mask)]
-        results = self._pool.map(lambda i: self.envs[i].reset(seed=seeds[i], options=options), chosen)
+        results = self._each(lambda i: self.envs[i].reset(seed=seeds[i], options=options), chosen)
         infos: dict = {}
         for i, (obs, info) in zip(chosen, results, strict=True):
             self._env_obs[i] = obs
@@ -112,7 +112,7 @@ class UnityVectorEnv(VectorEnv):
         if self.autoreset_mode == AutoresetMode.DISABLED and self._autoreset.any():
             ended = np.flatnonzero(self._autoreset).tolist()
             raise ValueError(f"envs {ended} ended their episode: reset them (reset_mask) before stepping")
-        results = list(self._pool.map(lambda i: self._step_one(i, int(actions[i])), range(self.num_envs)))
+        results = self._each(lambda i: self._step_one(i, int(actions[i])), range(self.num_envs))
         rewards = np.array([r[1] for r in results], dtype=np.float64)
         terminations = np.array([r[2] for r in results], dtype=bool)
         truncations = np.array([r[3] for r in results], dtype=bool)
@@ -152,6 +152,21 @@ class UnityVectorEnv(VectorEnv):
             new_obs, new_info = env.reset()
             return new_obs, reward, terminated, truncated, new_info, (obs, info)
         return obs, reward, terminated, truncated, info, None
+
+    def _each(self, fn, indices) -> list:
+        """``[fn(i) for i in indices]``, concurrently: the first in this thread, the rest on the pool's threads
+        (one hand-off fewer per step; 1 env through the pool ran at 0.6x of a direct call at 64x64). A player that
+        the Controller restarts inside the first env's call is a child of this thread: step a vector env from a
+        long-lived thread (a training loop's is), as the cluster docs ask for any stepping thread."""
+        indices = list(indices)
+        if not indices:
+            return []
+        futures = [self._pool.submit(fn, i) for i in indices[1:]]
+        try:
+            first = fn(indices[0])
+        finally:
+            rest = [future.result() for future in futures]  # wait for all, also when the first one failed
+        return [first, *rest]
 
     def _batch(self):
         # Into a fresh array each call: a caller may keep the previous batch (replay buffers do).
