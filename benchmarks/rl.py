@@ -59,11 +59,23 @@ def build(kind: str, n: int, player: dict):
     )
 
 
+def descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        kids = children(todo.pop())
+        found += kids
+        todo += kids
+    return found
+
+
 def memory(kind: str, venv, before: set[int]) -> dict:
-    """MiB: the players (processes started for this contender), and workers (SubprocVecEnv)."""
-    mine = set(children(os.getpid())) - before
-    workers = [p for p in mine if kind == "SubprocVecEnv"]
-    players = [c for w in workers for c in children(w)] if workers else list(mine)
+    """MiB: the players started for this contender, and its worker processes (SubprocVecEnv: they are children
+    of multiprocessing's forkserver, not of this process, so they are taken from the VecEnv itself)."""
+    if kind == "SubprocVecEnv":
+        workers = [process.pid for process in venv.processes]
+        players = [p for w in workers for p in descendants(w)]
+    else:
+        workers, players = [], [p for p in descendants(os.getpid()) if p not in before]
     return {
         "players": sum(rss_mib(p) for p in players),
         "workers": sum(rss_mib(p) for p in workers),
@@ -110,7 +122,7 @@ def main() -> int:
     try:
         for n in counts:
             for kind in kinds:
-                before = set(children(os.getpid()))
+                before = set(descendants(os.getpid()))
                 venv = build(kind, n, player)
                 contenders[kind, n] = venv
                 venv.reset()

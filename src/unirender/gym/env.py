@@ -44,14 +44,14 @@ def _callable(value: Any, name: str) -> Callable | None:
 
 
 def environment_controller_kwargs(
-    environment: Any = None, controller_kwargs: dict | None = None, modalities: Sequence[str] = ("rgb",)
+    environment: Any = None, controller_kwargs: dict | None = None, modalities: str | Sequence[str] = ("rgb",)
 ) -> dict:
     """Controller kwargs from an environment spec (``EnvironmentSpec``, mapping, or YAML/JSON/TOML path; loaded by
     ``unirender.spec.load_environment``, so errors are ``SpecError`` with key paths) or given as is, plus the
     Initialize flags that make the player render ``modalities``."""
     from unirender.spec.models import MODALITY_INITIALIZE_FLAG
 
-    modalities, _ = modality_list(list(modalities))
+    modalities, _ = modality_list(modalities)
     if environment is not None and controller_kwargs is not None:
         raise ValueError("give either environment or controller_kwargs, not both")
     if environment is not None:
