@@ -81,15 +81,30 @@ def memory(kind: str, venv, before: set[int]) -> dict:
         "workers": sum(rss_mib(p) for p in workers),
         "n_players": len(players),
         "n_workers": len(workers),
+        "pids": players + workers,
     }
 
 
-def measure(venv, n: int, steps: int, rng: np.random.Generator) -> float:
+def cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return 0.0
+
+
+def measure(
+    venv, n: int, steps: int, rng: np.random.Generator, others: list[int]
+) -> tuple[float, float, float]:
+    """(env steps/s, CPU ms per env step in this process, in ``others`` (players, workers))."""
     actions = rng.integers(len(ACTIONS), size=(steps, n))
+    own, theirs = time.process_time(), sum(cpu_seconds(p) for p in others)
     start = time.perf_counter()
     for a in actions:
         venv.step(a)
-    return n * steps / (time.perf_counter() - start)
+    elapsed = time.perf_counter() - start
+    own, theirs = time.process_time() - own, sum(cpu_seconds(p) for p in others) - theirs
+    return n * steps / elapsed, own * 1000 / (n * steps), theirs * 1000 / (n * steps)
 
 
 def main() -> int:
@@ -118,6 +133,7 @@ def main() -> int:
     contenders: dict[tuple[str, int], object] = {}
     mem: dict[tuple[str, int], dict] = {}
     rates: dict[tuple[str, int], list[float]] = {}
+    cpu: dict[tuple[str, int], list[tuple[float, float]]] = {}
     rss_start = rss_mib(os.getpid())
     try:
         for n in counts:
@@ -127,17 +143,19 @@ def main() -> int:
                 contenders[kind, n] = venv
                 venv.reset()
                 mem[kind, n] = memory(kind, venv, before)
-                rates[kind, n] = []
+                rates[kind, n], cpu[kind, n] = [], []
         rss_all = rss_mib(os.getpid())
         rng = np.random.default_rng(0)
         for key, venv in contenders.items():  # warm-up: first frames, lazy imports
-            measure(venv, key[1], 10, rng)
+            measure(venv, key[1], 10, rng, mem[key]["pids"])
         for r in range(args.rounds):
             # Interleaved, order rotated each round: every contender sees the same background load.
             keys = list(contenders)
             keys = keys[r % len(keys) :] + keys[: r % len(keys)]
             for key in keys:
-                rates[key].append(measure(contenders[key], key[1], args.steps, rng))
+                rate, own, theirs = measure(contenders[key], key[1], args.steps, rng, mem[key]["pids"])
+                rates[key].append(rate)
+                cpu[key].append((own, theirs))
             print(
                 f"round {r + 1}/{args.rounds}: "
                 + ", ".join(f"{k} x{n} {rates[k, n][-1]:.0f}" for k, n in contenders),
@@ -171,6 +189,18 @@ def main() -> int:
                 f"- {k}: "
                 + ", ".join(f"{n} envs {median[k, n] / median[k, 1]:.2f}x" for n in counts if n != 1)
             )
+    lines += [
+        "",
+        "CPU per env step (ms, median of the rounds): this process (Python; for threads, mostly under the GIL) and"
+        " the contender's players and workers:",
+        "",
+        "| contender | this process | players (+ workers) |",
+        "|---|---|---|",
+    ]
+    for key, values in cpu.items():
+        own = statistics.median(v[0] for v in values)
+        theirs = statistics.median(v[1] for v in values)
+        lines.append(f"| {key[0]} x{key[1]} | {own:.2f} | {theirs:.2f} |")
     lines += [
         "",
         "Resident memory added (MiB, /proc VmRSS):",
