@@ -1,0 +1,40 @@
+"""Gymnasium environments over unirender sessions, on any session backend.
+
+- :class:`UnityEnv` (``env.py``): one session as a ``gymnasium.Env``; observations declared by modality
+  (``observations="rgb"``: a ``Box`` image; a list: a ``Dict``), built in ``observations.py``.
+- :class:`UnityVectorEnv` (``vector.py``): N sessions stepped concurrently behind Gymnasium's ``VectorEnv``
+  (next-step, same-step or no autoreset).
+- ``unirender.gym.sb3`` (needs the ``[sb3]`` extra, imported only there): the Stable-Baselines3 path,
+  ``make_vec_env`` and the ``VecEnv`` adapter.
+
+Registered as ``unirender/Unity-v0``: ``gymnasium.make("unirender.gym:unirender/Unity-v0", ...)`` imports this
+package on the way; ``gymnasium.make_vec(..., vectorization_mode="vector_entry_point")`` gives the vector env.
+"""
+
+import gymnasium
+
+from unirender.gym.env import DEFAULT_ACTIONS, UnityEnv, environment_controller_kwargs
+from unirender.gym.observations import DEPTH_DTYPES, MODALITY_ATTRIBUTE, ObservationLayout, observation_layout
+from unirender.gym.vector import UnityVectorEnv
+
+ENV_ID = "unirender/Unity-v0"
+
+__all__ = [
+    "DEFAULT_ACTIONS",
+    "DEPTH_DTYPES",
+    "ENV_ID",
+    "MODALITY_ATTRIBUTE",
+    "ObservationLayout",
+    "UnityEnv",
+    "UnityVectorEnv",
+    "environment_controller_kwargs",
+    "observation_layout",
+]
+
+if ENV_ID not in gymnasium.registry:
+    gymnasium.register(
+        id=ENV_ID,
+        entry_point="unirender.gym:UnityEnv",
+        vector_entry_point="unirender.gym:UnityVectorEnv",
+        disable_env_checker=False,
+    )

@@ -1,0 +1,186 @@
+"""``UnityVectorEnv``: N :class:`UnityEnv` sessions behind Gymnasium's ``VectorEnv`` API, stepped concurrently."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
+
+from unirender.cluster.base import SessionBackend
+from unirender.cluster.registry import create_backend
+from unirender.gym.env import UnityEnv
+
+
+class UnityVectorEnv(VectorEnv):
+    """``num_envs`` :class:`UnityEnv` sessions on one backend, stepped concurrently (one long-lived thread per env;
+    each session is a separate player or actor, so the work overlaps).
+
+    ``autoreset_mode`` (Gymnasium's ``AutoresetMode`` or its name), as in ``SyncVectorEnv``:
+
+    - ``NEXT_STEP`` (default): the step after an episode ended resets that env and returns its first observation
+      with reward 0 and no termination (the action is ignored).
+    - ``SAME_STEP``: the ending step resets the env at once; it returns the new episode's first observation,
+      the ending step's reward/terminated/truncated, and the last observation and info of the finished episode in
+      ``info["final_obs"]`` / ``info["final_info"]`` (masked by ``info["_final_obs"]`` / ``info["_final_info"]``).
+    - ``DISABLED``: no automatic reset; reset the ended envs with ``reset(options={"reset_mask": mask})``.
+
+    ``reset(seed=...)``: ``None``, an int ``s`` (env ``i`` gets ``s + i``) or one seed (or None) per env.
+    ``reset(options={"reset_mask": bool array})`` resets only those envs; the others keep their observation.
+    """
+
+    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["rgb_array"]}
+
+    def __init__(
+        self,
+        num_envs: int,
+        controller_kwargs: dict | None = None,
+        *,
+        backend: SessionBackend | str = "local",
+        backend_options: dict | None = None,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        **env_kwargs: Any,
+    ):
+        if num_envs < 1:
+            raise ValueError("num_envs must be >= 1")
+        self.autoreset_mode = _autoreset_mode(autoreset_mode)
+        self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
+        self.num_envs = num_envs
+        self._owns_backend = isinstance(backend, str)
+        self.backend = create_backend(backend, **(backend_options or {})) if self._owns_backend else backend
+        # Long-lived threads: a player the Controller restarts inside step() is a child of the stepping thread.
+        self._pool = ThreadPoolExecutor(max_workers=num_envs, thread_name_prefix="unirender-vec")
+        self.envs: list[UnityEnv] = []
+        futures = [
+            self._pool.submit(UnityEnv, controller_kwargs, backend=self.backend, **env_kwargs)
+            for _ in range(num_envs)
+        ]
+        errors = []
+        for future in futures:
+            try:
+                self.envs.append(future.result())
+            except BaseException as exc:
+                errors.append(exc)
+        if errors:
+            self.close()
+            raise errors[0]
+        first = self.envs[0]
+        self.single_observation_space = first.observation_space
+        self.single_action_space = first.action_space
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self.render_mode = first.render_mode
+        self._env_obs: list[Any] = [None] * num_envs
+        self._autoreset = np.zeros(num_envs, dtype=bool)
+
+    def reset(self, *, seed: int | list[int | None] | None = None, options: dict | None = None):
+        if seed is None:
+            seeds: list[int | None] = [None] * self.num_envs
+        elif isinstance(seed, int | np.integer):
+            seeds = [int(seed) + i for i in range(self.num_envs)]
+        else:
+            seeds = list(seed)
+            if len(seeds) != self.num_envs:
+                raise ValueError(f"{len(seeds)} seeds given for {self.num_envs} envs")
+        options = dict(options or {})
+        mask = np.ones(self.num_envs, dtype=bool)
+        if "reset_mask" in options:
+            mask = np.asarray(options.pop("reset_mask"))
+            if mask.shape != (self.num_envs,) or mask.dtype != np.bool_:
+                raise ValueError(
+                    f"options['reset_mask'] must be a bool array of shape ({self.num_envs},), "
+                    f"got {mask.dtype} {mask.shape}"
+                )
+            if not mask.any():
+                raise ValueError("options['reset_mask'] resets no env: set at least one True")
+            if any(self._env_obs[i] is None for i in np.flatnonzero(~mask)):
+                raise ValueError("reset_mask leaves out an env that was never reset: reset all envs first")
+        chosen = [int(i) for i in np.flatnonzero(mask)]
+        results = self._each(lambda i: self.envs[i].reset(seed=seeds[i], options=options), chosen)
+        infos: dict = {}
+        for i, (obs, info) in zip(chosen, results, strict=True):
+            self._env_obs[i] = obs
+            infos = self._add_info(infos, info, i)
+        self._autoreset[mask] = False
+        return self._batch(), infos
+
+    def step(self, actions):
+        actions = np.asarray(actions)
+        if actions.shape != (self.num_envs,):
+            raise ValueError(f"expected {self.num_envs} actions, got shape {actions.shape}")
+        if self.autoreset_mode == AutoresetMode.DISABLED and self._autoreset.any():
+            ended = np.flatnonzero(self._autoreset).tolist()
+            raise ValueError(f"envs {ended} ended their episode: reset them (reset_mask) before stepping")
+        results = self._each(lambda i: self._step_one(i, int(actions[i])), range(self.num_envs))
+        rewards = np.array([r[1] for r in results], dtype=np.float64)
+        terminations = np.array([r[2] for r in results], dtype=bool)
+        truncations = np.array([r[3] for r in results], dtype=bool)
+        infos: dict = {}
+        for i, (obs, _, _, _, info, final) in enumerate(results):
+            self._env_obs[i] = obs
+            if final is not None:
+                infos = self._add_info(infos, {"final_obs": final[0], "final_info": final[1]}, i)
+            infos = self._add_info(infos, info, i)
+        self._autoreset = terminations | truncations
+        return self._batch(), rewards, terminations, truncations, infos
+
+    def render(self):
+        return tuple(env.render() for env in self.envs)
+
+    def close_extras(self, **kwargs: Any):
+        for env in self.envs:
+            try:
+                env.close()
+            except Exception:
+                pass
+        self._pool.shutdown(wait=True)
+        if self._owns_backend and self.backend is not None:
+            self.backend.close()
+            self.backend = None
+
+    # -- internals ----------------------------------------------------------------------------------------
+    def _step_one(self, i: int, action: int):
+        """One env's step under the autoreset mode: (obs, reward, terminated, truncated, info, final) where
+        ``final`` is (obs, info) of an episode that SAME_STEP just ended and reset, else None."""
+        env = self.envs[i]
+        if self._autoreset[i] and self.autoreset_mode == AutoresetMode.NEXT_STEP:
+            obs, info = env.reset()
+            return obs, 0.0, False, False, info, None
+        obs, reward, terminated, truncated, info = env.step(action)
+        if (terminated or truncated) and self.autoreset_mode == AutoresetMode.SAME_STEP:
+            new_obs, new_info = env.reset()
+            return new_obs, reward, terminated, truncated, new_info, (obs, info)
+        return obs, reward, terminated, truncated, info, None
+
+    def _each(self, fn, indices) -> list:
+        """``[fn(i) for i in indices]``, concurrently: the first in this thread, the rest on the pool's threads
+        (one hand-off fewer per step; 1 env through the pool ran at 0.6x of a direct call at 64x64). A player that
+        the Controller restarts inside the first env's call is a child of this thread: step a vector env from a
+        long-lived thread (a training loop's is), as the cluster docs ask for any stepping thread."""
+        indices = list(indices)
+        if not indices:
+            return []
+        futures = [self._pool.submit(fn, i) for i in indices[1:]]
+        try:
+            first = fn(indices[0])
+        finally:
+            rest = [future.result() for future in futures]  # wait for all, also when the first one failed
+        return [first, *rest]
+
+    def _batch(self):
+        # Into a fresh array each call: a caller may keep the previous batch (replay buffers do).
+        return concatenate(
+            self.single_observation_space,
+            self._env_obs,
+            create_empty_array(self.single_observation_space, self.num_envs),
+        )
+
+
+def _autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:
+    """The mode itself, its name (``"SAME_STEP"``, any case) or its value (``"SameStep"``)."""
+    for member in AutoresetMode:
+        if mode == member or (isinstance(mode, str) and mode.upper() in (member.name, member.value.upper())):
+            return member
+    raise ValueError(f"autoreset_mode must be one of {[m.name for m in AutoresetMode]}, not {mode!r}")
