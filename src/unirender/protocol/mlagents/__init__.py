@@ -30,12 +30,12 @@ from unirender.protocol.mlagents.steps import (
     ObservationSpec,
     TerminalSteps,
 )
-from unirender.protocol.mlagents.trainer import StepResult, TrainerProtocol, UnityInfo
+from unirender.protocol.mlagents.trainer import MLAgentsEvent, TrainerProtocol, UnityInfo
 from unirender.protocol.mlagents.versions import CHW, COMMUNICATION_VERSION, HWC
 
 __all__ = [
     "CHW", "COMMUNICATION_VERSION", "HWC", "ActionSpec", "ActionTuple", "BehaviorSpec", "CommunicatorStoppedError",
     "DecisionSteps", "EngineConfig", "MLAgentsProtocolError", "ObservationError", "ObservationSpec", "Sampler",
-    "SideChannelError", "SideChannelMessage", "StatsAggregation", "StepResult", "TerminalSteps", "TrainerProtocol",
+    "SideChannelError", "SideChannelMessage", "StatsAggregation", "MLAgentsEvent", "TerminalSteps", "TrainerProtocol",
     "UnityInfo", "VersionMismatchError",
 ]  # fmt: skip

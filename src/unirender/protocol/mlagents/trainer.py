@@ -7,7 +7,7 @@ sends back whatever bytes the protocol returns, when it returns them:
     H1 request (init output)  -> receive() checks versions and returns the H2 reply at once
     H3 request (header only)  -> receive() returns nothing: the call stays pending until reset()/step()/close()
     reset() / step(actions)   -> the reply bytes for the pending call
-    next request (rl_output)  -> receive() returns a :class:`StepResult`; the call stays pending again
+    next request (rl_output)  -> receive() returns a :class:`MLAgentsEvent`; the call stays pending again
 
 States: ``AWAIT_INIT`` -> ``AWAIT_ACK`` -> ``READY`` (a call pending, we owe an input) -> ``AWAIT_OUTPUT`` ->
 ``READY`` ... -> ``CLOSED``.
@@ -19,6 +19,8 @@ import enum
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from unirender.protocol.mlagents import communicator_objects_pb2 as pb
 from unirender.protocol.mlagents import side_channels as sc
@@ -65,14 +67,42 @@ class UnityInfo:
 
 
 @dataclass
-class StepResult:
-    """One Unity output, decoded: per behavior decision and terminal steps, stats, other side-channel records."""
+class MLAgentsEvent:
+    """One Unity output, decoded (what ``reset()``/``step()`` return).
+
+    - ``decision_steps[behavior]`` / ``terminal_steps[behavior]``: :class:`DecisionSteps` / :class:`TerminalSteps`
+      (an agent whose episode just ended and that already wants its next decision is in both).
+    - ``frames(behavior)``: the decision agents' camera frames, ``{sensor name: uint8 (n, H, W, C)}``.
+    - ``stats``: the stats channel's records, ``{key: [(value, aggregation), ...]}``.
+    - ``side_channel_messages``: every other side-channel record (user channels), unparsed, in order.
+    """
 
     decision_steps: dict[str, DecisionSteps]
     terminal_steps: dict[str, TerminalSteps]
     stats: dict[str, list[tuple[float, sc.StatsAggregation | int]]] = field(default_factory=dict)
-    side_channel_messages: list[sc.SideChannelMessage] = field(default_factory=list)  # not stats: kept as is
+    side_channel_messages: list[sc.SideChannelMessage] = field(default_factory=list)
     new_behaviors: list[str] = field(default_factory=list)
+
+    @property
+    def behavior_names(self) -> list[str]:
+        return list(self.decision_steps)
+
+    def _name(self, behavior: str | None) -> str:
+        if behavior is None:
+            if len(self.decision_steps) != 1:
+                raise ValueError(f"pass a behavior name; this environment has {self.behavior_names}")
+            return next(iter(self.decision_steps))
+        if behavior not in self.decision_steps:
+            raise KeyError(f"unknown behavior {behavior!r}; known: {self.behavior_names}")
+        return behavior
+
+    def frames(self, behavior: str | None = None) -> dict[str, np.ndarray]:
+        """``{sensor name: uint8 (n, H, W, C)}`` for the decision agents of ``behavior`` (default: the only one)."""
+        return self.decision_steps[self._name(behavior)].frames
+
+    def steps(self, behavior: str | None = None) -> tuple[DecisionSteps, TerminalSteps]:
+        name = self._name(behavior)
+        return self.decision_steps[name], self.terminal_steps[name]
 
 
 @dataclass
@@ -81,7 +111,7 @@ class Received:
     pending), and ``result`` when the request carried a step output."""
 
     reply: bytes | None = None
-    result: StepResult | None = None
+    result: MLAgentsEvent | None = None
     handshake_done: bool = False
 
 
@@ -167,7 +197,7 @@ class TrainerProtocol:
         self.state = State.AWAIT_ACK
         return reply.SerializeToString()
 
-    def _decode_output(self, output) -> StepResult:
+    def _decode_output(self, output) -> MLAgentsEvent:
         infos = output.rl_output.agentInfos
         new = []
         for brain in output.rl_initialization_output.brain_parameters:
@@ -189,7 +219,7 @@ class TrainerProtocol:
                 stats[key].append((value, aggregation))
             else:
                 others.append(record)
-        return StepResult(decision, terminal, dict(stats), others, new)
+        return MLAgentsEvent(decision, terminal, dict(stats), others, new)
 
     # -- us -> Unity (answers to the pending call) -----------------------------------------------------------
     def reset(self, side_channel: Iterable[sc.SideChannelMessage] = ()) -> bytes:
