@@ -18,6 +18,7 @@ import numpy as np
 
 from unirender.player.mlagents import game as G
 from unirender.player.mlagents.launch import MLAgentsLaunch
+from unirender.protocol.mlagents.observations import packed_floats_message
 
 log = logging.getLogger("unirender.player")
 
@@ -47,6 +48,7 @@ class MLAgentsPlayer:
         self.pending_stats: list = []
         self._channel = None
         self._clock = None
+        self._looks = None  # (light, target colour) of the scene the renderer holds
 
     # -- transport --------------------------------------------------------------------------------------------
     def run(self) -> int:
@@ -231,13 +233,18 @@ class MLAgentsPlayer:
         brain.action_spec.discrete_branch_sizes.extend(G.DISCRETE_BRANCHES)
         self.brain_sent = True
 
-    def _info(self, agent, png: bytes, done: bool = False, interrupted: bool = False):
+    def _info(self, agent, image, done: bool = False, interrupted: bool = False):
         pb = self.pb
         info = pb.AgentInfoProto(id=agent.id, reward=agent.reward, done=done, max_step_reached=interrupted)
         if not done:
             info.action_mask.extend(self.game.action_mask(agent))
-        camera = info.observations.add(compression_type=pb.PNG, compressed_data=png, name=G.CAMERA_SENSOR)
         h, w = self.height, self.width
+        if isinstance(image, bytes):
+            camera = info.observations.add(compression_type=pb.PNG, compressed_data=image, name=G.CAMERA_SENSOR)
+        else:  # uncompressed: floats 0..1 in the sensor's layout, as Unity's ObservationWriter writes them
+            camera = info.observations.add(name=G.CAMERA_SENSOR)
+            values = (image.transpose(2, 0, 1) if self.chw else image).astype(np.float32) / np.float32(255.0)
+            camera.float_data.MergeFromString(packed_floats_message(values))
         camera.shape.extend([3, h, w] if self.chw else [h, w, 3])
         camera.dimension_properties.extend([1, 2, 2] if self.chw else [2, 2, 1])
         vector = info.observations.add(name=G.VECTOR_SENSOR)
@@ -247,16 +254,23 @@ class MLAgentsPlayer:
         return info
 
     # -- cameras ----------------------------------------------------------------------------------------------
-    def _render_all(self, agents) -> dict[int, bytes]:
+    def _render_all(self, agents) -> dict[int, bytes | np.ndarray]:
+        """Each agent's camera image: PNG bytes, or the uint8 pixels when the sensor is uncompressed."""
+        encode = encode_png if self.config.compression == "png" else np.array
         if self.config.backend is None:  # -nographics: the sensor keeps its shape, the image is black
-            black = encode_png(np.zeros((self.height, self.width, 3), np.uint8))
+            black = encode(np.zeros((self.height, self.width, 3), np.uint8))
             return {agent.id: black for agent in agents}
         renderer = self._renderer()
         poses = [(a.x, a.z, a.yaw) for a in self.game.agents]
-        renderer.set_scene(*G.render_scene(poses, self.game.target, self.game.parameters["light_intensity"],
-                                           self.game.target_color()))  # fmt: skip
+        looks = (self.game.parameters["light_intensity"], self.game.target_color())
+        meshes, instances, *lighting = G.render_scene(poses, self.game.target, *looks)
+        if looks != self._looks:  # lights or colours changed: a new scene; otherwise only poses move
+            renderer.set_scene(meshes, instances, *lighting)
+            self._looks = looks
+        else:
+            renderer.update_instances(instances)
         return {
-            agent.id: encode_png(G.frame_from_render(renderer.render(G.agent_camera(agent.x, agent.z, agent.yaw),
+            agent.id: encode(G.frame_from_render(renderer.render(G.agent_camera(agent.x, agent.z, agent.yaw),
                                                                      {"rgb"})["rgb"]))  # fmt: skip
             for agent in agents
         }
@@ -266,6 +280,7 @@ class MLAgentsPlayer:
             from unirender.player.render import create_renderer
 
             self.renderer = create_renderer(self.config.backend, self.width, self.height, self.config.device_index)
+            self._looks = None
             info = self.renderer.info
             log.info("rendering with %s: %s (software=%s)", info.backend, info.renderer, info.software)
         elif (self.renderer.width, self.renderer.height) != (self.width, self.height):

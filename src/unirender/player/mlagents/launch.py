@@ -26,6 +26,7 @@ class MLAgentsLaunch:
     package_version: str  # 3.x announces CHW images, earlier HWC
     agents: int
     max_step: int
+    compression: str = "png"  # the camera sensor's compression: "png" or "none" (raw floats, like Unity's)
 
 
 def is_mlagents_launch(argv: list[str]) -> bool:
@@ -71,4 +72,12 @@ def parse_mlagents_launch(argv: list[str], env: dict[str, str] | None = None) ->
         package_version=env.get("UNIRENDER_MLAGENTS_PACKAGE_VERSION", DEFAULT_PACKAGE_VERSION),
         agents=_int("UNIRENDER_MLAGENTS_AGENTS", env.get("UNIRENDER_MLAGENTS_AGENTS", "2")),
         max_step=_int("UNIRENDER_MLAGENTS_MAX_STEP", env.get("UNIRENDER_MLAGENTS_MAX_STEP", "500")),
+        compression=_compression(env.get("UNIRENDER_MLAGENTS_CAMERA_COMPRESSION", "png")),
     )
+
+
+def _compression(text: str) -> str:
+    value = text.strip().lower()
+    if value not in ("png", "none"):
+        raise LaunchError(f"UNIRENDER_MLAGENTS_CAMERA_COMPRESSION must be png or none, got {text!r}")
+    return value

@@ -105,10 +105,46 @@ def _apply_mapping(decoded: np.ndarray, mapping: list[int]) -> np.ndarray:
     return out
 
 
+def packed_floats_message(values: np.ndarray) -> bytes:
+    """The bytes of a ``FloatData`` message holding ``values``: field 1, packed little-endian float32. Building
+    these bytes directly is a copy; appending millions of Python floats to the repeated field is not."""
+    data = np.ascontiguousarray(values, dtype="<f4").tobytes()
+    return (b"\x0a" + _varint(len(data)) + data) if data else b""
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _unpack_floats(float_data) -> np.ndarray:
+    """``FloatData`` -> float32 array via its serialized bytes (a copy, not one Python float per value)."""
+    raw = float_data.SerializeToString()
+    if not raw:
+        return np.zeros(0, np.float32)
+    if raw[0] != 0x0A:  # not the packed form we expect: take the slow, general path
+        return np.asarray(float_data.data, dtype=np.float32)
+    length, shift, offset = 0, 0, 1
+    while True:
+        byte = raw[offset]
+        length |= (byte & 0x7F) << shift
+        offset += 1
+        shift += 7
+        if not byte & 0x80:
+            break
+    if offset + length != len(raw):  # several packed runs (legal, but not what protobuf writes): general path
+        return np.asarray(float_data.data, dtype=np.float32)
+    return np.frombuffer(raw, "<f4", length // 4, offset).astype(np.float32, copy=False)
+
+
 def float_values(obs, layout: str | None = None) -> np.ndarray:
     """``FloatData`` -> float32 array in the declared shape."""
     shape = tuple(obs.shape)
-    values = np.asarray(obs.float_data.data, dtype=np.float32)
+    values = _unpack_floats(obs.float_data)
     if values.size != int(np.prod(shape)):
         raise ObservationError(f"observation {obs.name!r}: {values.size} floats for shape {list(shape)}")
     return values.reshape(shape)
