@@ -192,8 +192,9 @@ def test_layout_override_wins_and_mismatch_is_a_clear_error():
     p.reset()
     rgb = np.zeros((4, 5, 3), np.uint8)
     agent = pb.AgentInfoProto(id=0, observations=[visual_obs(rgb, "HWC"), vector_obs([0, 0, 0])])
+    event = p.receive(output_request([agent])).result
     with pytest.raises(ObservationError, match="expected shape"):
-        p.receive(output_request([agent]))
+        event.frames()  # images are decoded when first read
 
 
 def test_concatenated_png_with_channel_mapping():

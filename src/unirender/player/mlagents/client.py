@@ -82,7 +82,10 @@ class MLAgentsPlayer:
                 try:
                     reply = exchange(request)
                 except grpc.RpcError as exc:
-                    log.info("trainer gone (%s); quitting", exc.code())
+                    if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:  # Unity logs this one as an error
+                        log.error("the trainer refused our message (%s); quitting", exc.details())
+                    else:
+                        log.info("trainer gone (%s); quitting", exc.code())
                     return 0
                 self._check_ok(reply)
                 request = self._apply(reply.unity_input.rl_input) if reply.HasField("unity_input") else None

@@ -6,11 +6,13 @@ in both in one output (its episode ended and the next one already wants a decisi
 
 Observations come as ML-Agents does them (``obs``: float32 ``(n, *shape)`` per sensor, pixels /255) and, for every
 visual sensor, as exact ``uint8`` frames ``(n, H, W, C)`` (``frames[sensor_name]``, HWC whatever the wire layout):
-the PNG bytes decoded, no float round trip. Float views are built only when ``obs`` is read.
+the PNG bytes decoded, no float round trip. Images are decoded when first read (so a bad PNG raises
+``ObservationError`` then), float views only when ``obs[i]`` is read.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -105,7 +107,8 @@ class _Sensors:
     def __init__(self, infos, spec: BehaviorSpec, layout: str):
         self._spec, self._layout = spec, layout
         self._vectors: dict[int, np.ndarray] = {}
-        self._pixels: dict[int, np.ndarray] = {}
+        self._encoded: dict[int, list] = {}  # sensor index -> the agents' ObservationProtos, not decoded yet
+        self._decoded: dict[int, np.ndarray] = {}
         self._values: dict[int, np.ndarray] = {}
         n = len(infos)
         for index, obs_spec in enumerate(spec.observation_specs):
@@ -120,20 +123,31 @@ class _Sensors:
                 if n and not any(compressed):
                     self._values[index] = self._stack([O.float_values(i.observations[index]) for i in infos],
                                                       obs_spec, n)  # fmt: skip
-                else:
-                    pixels = [O.pixels_of(info.observations[index], layout) for info in infos]
-                    h, w, c = O.hwc_shape(obs_spec.shape, layout)
-                    if any(p.shape != (h, w, c) for p in pixels):
-                        raise ObservationError(f"sensor {obs_spec.name!r}: an agent's image is not {(h, w, c)}")
-                    dtype = np.uint8 if all(p.dtype == np.uint8 for p in pixels) else np.float32
-                    self._pixels[index] = np.stack(pixels).astype(dtype, copy=False) if n else np.zeros(
-                        (0, h, w, c), np.uint8)  # fmt: skip
+                else:  # images are decoded on first access (a sensor nobody reads costs nothing)
+                    O.hwc_shape(obs_spec.shape, layout)  # a rank check now, not at first access
+                    self._encoded[index] = [info.observations[index] for info in infos]
             else:
                 values = [O.float_values(info.observations[index]) for info in infos]
                 batch = self._stack(values, obs_spec, n)
                 if batch.size and not np.isfinite(batch).all():
                     raise ObservationError(f"sensor {obs_spec.name!r} contains NaN or infinite values")
                 self._vectors[index] = batch
+
+    def _pixels(self, index: int) -> np.ndarray:
+        """(n, H, W, C) pixels of a visual sensor, decoded once."""
+        if index not in self._decoded:
+            obs_spec = self._spec.observation_specs[index]
+            h, w, c = O.hwc_shape(obs_spec.shape, self._layout)
+            pixels = [O.pixels_of(obs, self._layout) for obs in self._encoded[index]]
+            if any(p.shape != (h, w, c) for p in pixels):
+                raise ObservationError(f"sensor {obs_spec.name!r}: an agent's image is not {(h, w, c)}")
+            if not pixels:
+                self._decoded[index] = np.zeros((0, h, w, c), np.uint8)
+            else:
+                dtype = np.uint8 if all(p.dtype == np.uint8 for p in pixels) else np.float32
+                self._decoded[index] = np.stack(pixels).astype(dtype, copy=False)
+            del self._encoded[index]
+        return self._decoded[index]
 
     @staticmethod
     def _stack(values, obs_spec: ObservationSpec, n: int) -> np.ndarray:
@@ -143,27 +157,45 @@ class _Sensors:
             raise ObservationError(f"sensor {obs_spec.name!r}: an agent's observation is not {obs_spec.shape}")
         return np.stack(values)
 
-    def values(self) -> list[np.ndarray]:
-        out = []
-        for index, _ in enumerate(self._spec.observation_specs):
-            if index in self._vectors:
-                out.append(self._vectors[index])
-            elif index in self._values:
-                out.append(self._values[index])
-            else:
-                out.append(O.pixels_to_values(self._pixels[index], self._layout))
-        return out
+    def value(self, index: int) -> np.ndarray:
+        if index in self._vectors:
+            return self._vectors[index]
+        if index in self._values:
+            return self._values[index]
+        return O.pixels_to_values(self._pixels(index), self._layout)
+
+    def __len__(self) -> int:
+        return len(self._spec.observation_specs)
 
     def frames(self) -> dict[str, np.ndarray]:
         out = {}
         for index, obs_spec in enumerate(self._spec.observation_specs):
-            if index in self._pixels:
-                out[obs_spec.name] = O.to_frame(self._pixels[index])
+            if index in self._encoded or index in self._decoded:
+                out[obs_spec.name] = O.to_frame(self._pixels(index))
             elif index in self._values:
                 values = self._values[index]
                 hwc = values.transpose(0, 2, 3, 1) if self._layout == O.CHW else values
                 out[obs_spec.name] = O.to_frame(hwc * np.float32(255.0))
         return out
+
+
+class _LazyObs(Sequence):
+    def __init__(self, sensors: _Sensors) -> None:
+        self._sensors, self._cache = sensors, {}
+
+    def __len__(self) -> int:
+        return len(self._sensors)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"sensor index {index} out of range for {len(self)} sensors")
+        if index not in self._cache:
+            self._cache[index] = self._sensors.value(index)
+        return self._cache[index]
 
 
 @dataclass
@@ -178,9 +210,10 @@ class _Steps:
         return len(self.agent_id)
 
     @cached_property
-    def obs(self) -> list[np.ndarray]:
-        """Per sensor, float32 ``(n, *shape)`` as mlagents-envs gives it (images /255, declared layout)."""
-        return self._sensors.values()
+    def obs(self) -> Sequence[np.ndarray]:
+        """Per sensor, float32 ``(n, *shape)`` as mlagents-envs gives it (images /255, declared layout). Each
+        sensor's array is built on first access: reading ``obs[1]`` does not convert the camera images."""
+        return _LazyObs(self._sensors)
 
     @cached_property
     def frames(self) -> dict[str, np.ndarray]:
