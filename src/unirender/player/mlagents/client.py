@@ -25,7 +25,7 @@ log = logging.getLogger("unirender.player")
 FIXED_DELTA_S = 0.02  # Unity's default fixed timestep; one decision per Academy step
 # Our sends carry camera images; the trainer's replies are small, but allow what the trainer allows.
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
-CONNECT_TIMEOUT_S = 30.0  # the first call only; later calls wait as long as the trainer thinks (no deadline)
+CONNECT_TIMEOUT_S = 30.0  # the first call only (a trainer that accepts but never answers); later calls have none
 
 
 class TrainerGone(Exception):
@@ -67,7 +67,8 @@ class MLAgentsPlayer:
         )  # fmt: skip
         try:
             try:
-                reply = exchange(self._init_output(), timeout=CONNECT_TIMEOUT_S, wait_for_ready=True)
+                # One try, as Unity makes: nobody listening = no trainer (the trainer always listens first).
+                reply = exchange(self._init_output(), timeout=CONNECT_TIMEOUT_S)
             except grpc.RpcError as exc:
                 log.error("couldn't connect to trainer on port %d (%s); quitting", self.config.port, exc.code())
                 return 1
@@ -166,6 +167,8 @@ class MLAgentsPlayer:
                     self.samplers.pop(key, None)
                     self.game.parameters[key] = value
                 log.info("environment parameter %s = %s", key, value)
+            elif record.channel_id == sc.TRAINING_ANALYTICS:
+                log.debug("training analytics record (%d bytes)", len(record.payload))  # Unity only counts these
             else:
                 log.warning("side channel data for unknown channel %s (%d bytes) kept unread",
                             record.channel_id, len(record.payload))  # fmt: skip
