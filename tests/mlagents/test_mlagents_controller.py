@@ -187,3 +187,33 @@ def _assert_released(port: int, log_path: str) -> None:
         s.listen()
     open_files = {os.path.realpath(os.path.join("/proc/self/fd", fd)) for fd in os.listdir("/proc/self/fd")}
     assert os.path.realpath(log_path) not in open_files
+
+
+def test_executable_none_waits_for_a_player_started_elsewhere(tmp_path):
+    """Editor mode: nothing is launched; a player started by hand on the port (after we listen) connects."""
+    import sys
+
+    from unirender._process import ManagedProcess
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    players = []
+
+    def start_player():
+        time.sleep(0.5)  # like pressing Play after the trainer listens
+        env = {**os.environ, "UNIRENDER_MLAGENTS_AGENTS": "1"}
+        players.append(ManagedProcess([sys.executable, "-m", "unirender.player", "--mlagents-port", str(port)],
+                                      env=env, log_path=tmp_path / "player.log"))  # fmt: skip
+
+    threading.Thread(target=start_player).start()
+    try:
+        with MLAgentsController(None, port=port, start_timeout=60, time_scale=20.0) as c:
+            assert c.process is None and c.port == port
+            event = c.reset()
+            assert len(event.steps()[0]) == 1
+            assert event.frames()["CameraSensor"].shape == (1, 84, 84, 3)
+        assert players[0].wait(10) == 0  # the close message made it quit by itself
+    finally:
+        for p in players:
+            p.terminate(0.5)

@@ -9,7 +9,6 @@ per-session file; a crash is reported within a second with the log's last lines 
 
 from __future__ import annotations
 
-import collections
 import itertools
 import os
 import sys
@@ -17,6 +16,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from unirender._process import RestartBudget
 from unirender.errors import PlayerCrashedError, PlayerError, RestartError
 
 BUILTIN = "builtin"
@@ -32,7 +32,6 @@ class MLAgentsController:
     :class:`~unirender.protocol.mlagents.MLAgentsEvent`; ``behavior_specs`` is known after the first ``reset()``.
     """
 
-    restart_window_s = 600.0  # max_restarts counts restarts within this rolling window
     close_grace_s = 2.0  # after the close message the player quits by itself; then SIGTERM, then SIGKILL
 
     def __init__(
@@ -90,7 +89,7 @@ class MLAgentsController:
         self.process = None
         self.resolution = None
         self.last_event = None
-        self.restarts: collections.deque[float] = collections.deque()
+        self.restarts = RestartBudget(max_restarts)  # max_restarts counts restarts within a rolling 600 s
         self._queued: list = []  # side-channel records for the next message
         self._closed = False
         log_root = Path(log_dir) if log_dir is not None else default_log_dir()
@@ -104,6 +103,15 @@ class MLAgentsController:
         except BaseException:
             self.close()
             raise
+
+    @property
+    def restart_window_s(self) -> float:
+        """The rolling window ``max_restarts`` counts restarts in (seconds)."""
+        return self.restarts.window_s
+
+    @restart_window_s.setter
+    def restart_window_s(self, seconds: float) -> None:
+        self.restarts.window_s = float(seconds)
 
     # -- public API -------------------------------------------------------------------------------------------
     @property
@@ -262,15 +270,10 @@ class MLAgentsController:
             return operation()
         except PlayerCrashedError as crash:
             self._shutdown()
-            now = time.monotonic()
-            while self.restarts and now - self.restarts[0] > self.restart_window_s:
-                self.restarts.popleft()
-            if self.editor or len(self.restarts) >= self.max_restarts:
+            if self.editor or not self.restarts.take():  # nobody to relaunch in Editor mode
                 self.close()
-                crash.add_note(f"unirender: not restarted ({len(self.restarts)} restart(s) within "
-                               f"{self.restart_window_s:g} s, max_restarts={self.max_restarts})")  # fmt: skip
+                crash.add_note(f"unirender: not restarted ({self.restarts.describe()})")
                 raise
-            self.restarts.append(now)
             try:
                 self._launch()
             except BaseException as exc:
