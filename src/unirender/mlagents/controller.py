@@ -124,6 +124,10 @@ class MLAgentsController:
         return dict(self.protocol.behavior_specs) if self.protocol is not None else {}
 
     @property
+    def behavior_names(self) -> list[str]:
+        return list(self.behavior_specs)
+
+    @property
     def unity(self):
         """What the player said about itself in the handshake (versions, capabilities, image layout)."""
         return self.protocol.unity if self.protocol is not None else None
