@@ -26,6 +26,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.timeout(900)  # the first run builds the venv (pip, about a minute; more on a slow network)
 def test_mlagents_envs_0_28_drives_the_reference_player(mlagents_python, tmp_path):
     build = write_player_launcher(tmp_path, env={"UNIRENDER_MLAGENTS_MAX_STEP": "8"})
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

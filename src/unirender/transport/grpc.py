@@ -38,6 +38,11 @@ class _Call:
         self.answered = threading.Event()
         self.cancelled = False
 
+    def end(self) -> None:
+        """The RPC is over (answered, or the client went away): nobody waits for an answer any more."""
+        self.cancelled = self.response is None
+        self.answered.set()
+
 
 class ExchangeServer:
     """One player's gRPC endpoint on ``host:port`` (port 0: a free one, read it back from ``port``)."""
@@ -102,7 +107,7 @@ class ExchangeServer:
         call = _Call(request)
         if self._stopping:
             return _CLOSE_MESSAGE
-        context.add_callback(lambda: setattr(call, "cancelled", True) or call.answered.set())
+        context.add_callback(call.end)
         self._incoming.put(call)
         while not call.answered.wait(_HANDLER_WAKE_S):
             if self._stopping:
