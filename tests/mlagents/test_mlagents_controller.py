@@ -217,3 +217,15 @@ def test_executable_none_waits_for_a_player_started_elsewhere(tmp_path):
     finally:
         for p in players:
             p.terminate(0.5)
+
+
+def test_step_before_reset_resets_and_actions_for_one_behavior_need_no_name():
+    with make(env={**PLAYER_ENV, "UNIRENDER_MLAGENTS_AGENTS": "1"}) as c:
+        event = c.step()  # no episode yet: resets, as mlagents-envs does
+        assert event.steps()[0].obs[1][0, 7] == 0.0 and c.behavior_names == [G.BEHAVIOR]
+        before = event.steps()[0].obs[1][0, :3].copy()
+        event = c.step({"continuous": [[1.0, 0.0]], "discrete": [[0]]})  # walk straight ahead
+        after = event.steps()[0].obs[1][0, :3]
+        assert np.hypot(*(after[:2] - before[:2])) == pytest.approx(G.MOVE_M, abs=1e-4) or max(map(abs, after[:2])) > 4
+        with pytest.raises(ValueError, match="continuous and discrete actions"):
+            c.step(np.zeros((1, 2)))  # a bare array for a behavior with continuous and discrete actions

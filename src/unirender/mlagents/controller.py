@@ -92,6 +92,7 @@ class MLAgentsController:
         self.restarts = RestartBudget(max_restarts)  # max_restarts counts restarts within a rolling 600 s
         self._queued: list = []  # side-channel records for the next message
         self._closed = False
+        self._needs_reset = True
         log_root = Path(log_dir) if log_dir is not None else default_log_dir()
         log_root.mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -140,7 +141,8 @@ class MLAgentsController:
     def step(self, actions=None):
         """Advance to the next decision. ``actions``: ``{behavior: ActionTuple | {"continuous":, "discrete":} |
         array}`` (one array when the behavior's actions are all continuous or all discrete), or just the value
-        when there is one behavior. Agents left out get zeros; order = the order of ``DecisionSteps``."""
+        when there is one behavior. Agents left out get zeros; order = the order of ``DecisionSteps``. Before the
+        first ``reset()`` (or after a restart) this resets instead, as mlagents-envs does."""
         return self._guarded(lambda: self._step(actions))
 
     def set_environment_parameters(self, **parameters) -> None:
@@ -223,6 +225,7 @@ class MLAgentsController:
             self.server.attach(self.process)
         self._handshake()
         self._queued = self._settings_messages() + self._queued
+        self._needs_reset = True
 
     def _handshake(self) -> None:
         """H1 -> our H2 reply -> H3, which stays open until the first reset(). A version mismatch raises here;
@@ -240,11 +243,14 @@ class MLAgentsController:
 
     # -- the hot path ---------------------------------------------------------------------------------------
     def _reset(self):
+        self._needs_reset = False
         records, self._queued = self._queued, []
         self.server.reply(self.protocol.reset(records))
         return self._receive_event()
 
     def _step(self, actions):
+        if self._needs_reset:  # no episode yet (a fresh or restarted player): as mlagents-envs, step() resets
+            return self._reset()
         specs = self.protocol.behavior_specs
         if actions is None:
             actions = {}

@@ -21,6 +21,11 @@ from unirender._process import ManagedProcess, describe_exit, signal_name
 from unirender.errors import PlayerCrashedError, PlayerError, PlayerTimeoutError
 from unirender.transport.base import WATCH_PERIOD_S, deadline_after, remaining
 
+# Read by gRPC when it is first imported. Our children are fork+exec'd (ManagedProcess): with fork support on, gRPC
+# restarts its poller thread in the forked child, where closing the inherited descriptors before exec makes it
+# abort (SIGABRT, "epoll_wait error: Bad file descriptor") at random. Import grpc after this, or set it yourself.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 SERVICE = "communicator_objects.UnityToExternalProto"
 METHOD = f"/{SERVICE}/Exchange"
 # gRPC's own default is 4 MiB, which one raw 1024x1024 camera (12 MiB of floats) already exceeds.
@@ -59,8 +64,6 @@ class ExchangeServer:
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> int:
-        # Our children are fork+exec'd: gRPC's fork handlers have nothing to protect and only log noise.
-        os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
         import grpc
 
         options = [
