@@ -220,7 +220,7 @@ def test_executable_none_waits_for_a_player_started_elsewhere(tmp_path):
 
 
 def test_step_before_reset_resets_and_actions_for_one_behavior_need_no_name():
-    with make(env={**PLAYER_ENV, "UNIRENDER_MLAGENTS_AGENTS": "1"}) as c:
+    with make(time_scale=1.0, env={**PLAYER_ENV, "UNIRENDER_MLAGENTS_AGENTS": "1"}) as c:
         event = c.step()  # no episode yet: resets, as mlagents-envs does
         assert event.steps()[0].obs[1][0, 7] == 0.0 and c.behavior_names == [G.BEHAVIOR]
         before = event.steps()[0].obs[1][0, :3].copy()
@@ -229,3 +229,9 @@ def test_step_before_reset_resets_and_actions_for_one_behavior_need_no_name():
         assert np.hypot(*(after[:2] - before[:2])) == pytest.approx(G.MOVE_M, abs=1e-4) or max(map(abs, after[:2])) > 4
         with pytest.raises(ValueError, match="continuous and discrete actions"):
             c.step(np.zeros((1, 2)))  # a bare array for a behavior with continuous and discrete actions
+        # time scale 1 = real time: 10 Academy steps of 0.02 s take about 0.2 s (a lower bound: load only adds)
+        started = time.monotonic()
+        for _ in range(10):
+            c.step()
+        assert time.monotonic() - started >= 0.15
+        assert "TIME_SCALE (1.0,)" in open(c.log_path).read()

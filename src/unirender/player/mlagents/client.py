@@ -197,6 +197,8 @@ class MLAgentsPlayer:
         ahead = start + (steps + 1) * FIXED_DELTA_S / scale - now
         if ahead > 0:
             time.sleep(ahead)
+        elif ahead < -FIXED_DELTA_S / scale:  # behind (the trainer kept us waiting): no burst of catch-up steps
+            start = now - (steps + 1) * FIXED_DELTA_S / scale
         self._clock = (start, scale, steps + 1)
 
     def _academy_step(self, actions):
