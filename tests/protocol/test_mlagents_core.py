@@ -296,3 +296,43 @@ def test_garbage_and_out_of_order_requests():
     handshake(q)
     with pytest.raises(MLAgentsProtocolError, match="one call at a time"):
         q.receive(bytes.fromhex("0a0308c801"))
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=200))
+def test_garbage_side_channel_bytes_raise_a_clear_error_or_parse(data):
+    try:
+        records = sc.decode_records(data)
+    except SideChannelError:
+        return
+    assert sc.encode_records(records) == data  # whatever parses frames back to the same bytes
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300))
+def test_garbage_requests_raise_protocol_errors_only(data):
+    for protocol in (TrainerProtocol(), _ready_protocol()):
+        try:
+            got = protocol.receive(data)
+        except MLAgentsProtocolError:
+            continue
+        if got.result is not None:  # a message that happens to parse: its images decode or fail clearly
+            for steps in got.result.decision_steps.values():
+                try:
+                    assert all(f.dtype == np.uint8 for f in steps.frames.values())
+                except MLAgentsProtocolError:
+                    pass
+
+
+def _ready_protocol() -> TrainerProtocol:
+    p = TrainerProtocol()
+    handshake(p)
+    p.reset()
+    rgb = np.zeros((2, 2, 3), np.uint8)
+    p.receive(output_request([pb.AgentInfoProto(id=0, observations=[visual_obs(rgb), vector_obs([0, 0, 0])])]))
+    p.step()
+    return p
