@@ -218,8 +218,7 @@ class MLAgentsPlayer:
                 infos.append(self._info(r.agent, frames[r.agent.id], done=True, interrupted=r.interrupted))
                 self.pending_stats += [sc.stats_message("Environment/Cumulative Reward", r.agent.episode_reward),
                                        sc.stats_message("Environment/Episode Length", r.agent.steps)]  # fmt: skip
-            for r in finished:
-                self.game.end_episode(r.agent)
+            self.game.end_episodes(finished)
             self._draw_samplers()
         frames = self._render_all(self.game.agents)
         self.order = []

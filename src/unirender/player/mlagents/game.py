@@ -89,9 +89,6 @@ class ReachTargetGame:
         for agent in self.agents:
             self._spawn(agent)
 
-    def end_episode(self, agent: Agent) -> None:
-        self._spawn(agent)
-
     # -- one Academy step -----------------------------------------------------------------------------------
     def action_mask(self, agent: Agent) -> list[bool]:
         near_edge = max(abs(float(agent.x)), abs(float(agent.z))) > ARENA_HALF_M - EDGE_M
@@ -100,7 +97,6 @@ class ReachTargetGame:
     def step(self, actions: dict[int, tuple[list[float], list[int]]]) -> list[AgentResult]:
         """Apply each agent's (continuous, discrete) action (missing = no action); who ended their episode."""
         results = []
-        reached_target = False
         for agent in self.agents:
             continuous, discrete = actions.get(agent.id, ([0.0, 0.0], [0]))
             move = float(np.clip(continuous[0], -1.0, 1.0)) if continuous else 0.0
@@ -119,14 +115,20 @@ class ReachTargetGame:
             result = AgentResult(agent)
             if math.hypot(float(agent.x - self.target[0]), float(agent.z - self.target[1])) < REACH_M:
                 agent.reward += 1.0
-                result.done = reached_target = True
+                result.done = True
             elif agent.steps >= self.max_step:
                 result.done = result.interrupted = True
             agent.episode_reward += agent.reward
             results.append(result)
-        if reached_target:
-            self.target = self._place_target()
         return results
+
+    def end_episodes(self, results: list[AgentResult]) -> None:
+        """After the terminal observations were taken: finished agents respawn; a reached target moves."""
+        if any(r.done and not r.interrupted for r in results):
+            self.target = self._place_target()
+        for r in results:
+            if r.done:
+                self._spawn(r.agent)
 
     def vector_observation(self, agent: Agent) -> list[float]:
         tx, tz = self.target
