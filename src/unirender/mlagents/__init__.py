@@ -6,11 +6,7 @@ type is first used, so ``import unirender`` does not need them.
 
 from __future__ import annotations
 
-import os
-
-# gRPC reads this when first imported; see unirender.transport.grpc for why players need it off.
-os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
-
+import unirender.transport.grpc  # noqa: F401  (first: it sets GRPC_ENABLE_FORK_SUPPORT before grpc loads)
 from unirender.mlagents.controller import BUILTIN, EDITOR_PORT, MLAgentsController
 
 _PROTOCOL_NAMES = ("ActionSpec", "ActionTuple", "BehaviorSpec", "DecisionSteps", "MLAgentsEvent", "ObservationSpec",

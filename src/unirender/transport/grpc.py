@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import os
 import queue
+import sys
 import threading
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 
 from unirender._process import ManagedProcess, describe_exit, signal_name
@@ -24,6 +26,13 @@ from unirender.transport.base import WATCH_PERIOD_S, deadline_after, remaining
 # Read by gRPC when it is first imported. Our children are fork+exec'd (ManagedProcess): with fork support on, gRPC
 # restarts its poller thread in the forked child, where closing the inherited descriptors before exec makes it
 # abort (SIGABRT, "epoll_wait error: Bad file descriptor") at random. Import grpc after this, or set it yourself.
+if "grpc" in sys.modules and "GRPC_ENABLE_FORK_SUPPORT" not in os.environ:
+    warnings.warn(
+        "grpc was imported before unirender's ML-Agents support with GRPC_ENABLE_FORK_SUPPORT unset: launched "
+        "players may abort at random; set GRPC_ENABLE_FORK_SUPPORT=false before importing grpc",
+        RuntimeWarning,
+        stacklevel=2,
+    )
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 SERVICE = "communicator_objects.UnityToExternalProto"
