@@ -336,3 +336,18 @@ def _ready_protocol() -> TrainerProtocol:
     p.receive(output_request([pb.AgentInfoProto(id=0, observations=[visual_obs(rgb), vector_obs([0, 0, 0])])]))
     p.step()
     return p
+
+
+def test_png_decoders_agree_and_reject_garbage():
+    rng = np.random.default_rng(5)
+    rgb = rng.integers(0, 256, (7, 9, 3), np.uint8)
+    gray = rng.integers(0, 256, (7, 9), np.uint8)
+    for image in (rgb, gray):
+        data = png(image)
+        np.testing.assert_array_equal(O.decode_png(data), O.decode_png_pillow(data))
+        np.testing.assert_array_equal(O.decode_png(data).reshape(image.shape), image)
+    broken = bytearray(png(rgb))
+    broken[40:60] = b"\x00" * 20  # inside the compressed pixels
+    for decode in (O.decode_png, O.decode_png_pillow):
+        with pytest.raises(ObservationError, match="not a decodable PNG"):
+            decode(bytes(broken))
