@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("grpc")
 
 from unirender.errors import PlayerCrashedError, PlayerTimeoutError, RestartError  # noqa: E402
-from unirender.mlagents import MLAgentsController  # noqa: E402
+from unirender.mlagents import MLAgentsController, Sampler  # noqa: E402
 from unirender.player.mlagents import game as G  # noqa: E402
 from unirender.player.render import create_renderer  # noqa: E402
 
@@ -220,9 +220,14 @@ def test_executable_none_waits_for_a_player_started_elsewhere(tmp_path):
 
 
 def test_step_before_reset_resets_and_actions_for_one_behavior_need_no_name():
-    with make(time_scale=1.0, env={**PLAYER_ENV, "UNIRENDER_MLAGENTS_AGENTS": "1"}) as c:
+    dim = Sampler.uniform(0.1, 0.2, seed=1)  # drawn by the player at each episode start
+    with make(time_scale=1.0, env={**PLAYER_ENV, "UNIRENDER_MLAGENTS_AGENTS": "1"},
+              environment_parameters={"light_intensity": dim}) as c:  # fmt: skip
         event = c.step()  # no episode yet: resets, as mlagents-envs does
         assert event.steps()[0].obs[1][0, 7] == 0.0 and c.behavior_names == [G.BEHAVIOR]
+        frame, decision = event.frames()["CameraSensor"][0], event.steps()[0]
+        bright, dark = (reference_frame("egl", decision, 0, light=v) for v in (0.2, 0.1))
+        assert dark.mean() <= frame.mean() <= bright.mean() and not np.array_equal(frame, bright)
         before = event.steps()[0].obs[1][0, :3].copy()
         event = c.step({"continuous": [[1.0, 0.0]], "discrete": [[0]]})  # walk straight ahead
         after = event.steps()[0].obs[1][0, :3]
