@@ -3,6 +3,9 @@
 import os
 import tempfile
 
+# Before anything imports grpc: its fork handlers would restart threads in a forked child that close_fds then
+# pulls the descriptors from under (SIGABRT before exec). unirender.mlagents sets the same default.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")

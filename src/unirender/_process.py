@@ -6,6 +6,7 @@ us (``PR_SET_PDEATHSIG``) so that a SIGKILLed parent never leaves a player holdi
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import os
 import queue
@@ -237,3 +238,28 @@ class ManagedProcess:
                 self.popen.wait(1)
         except Exception:
             pass
+
+
+class RestartBudget:
+    """The controllers' restart policy: at most ``max_restarts`` restarts within a rolling ``window_s``."""
+
+    def __init__(self, max_restarts: int, window_s: float = 600.0) -> None:
+        self.max_restarts, self.window_s = int(max_restarts), float(window_s)
+        self._times: collections.deque[float] = collections.deque()
+
+    def __len__(self) -> int:
+        """Restarts within the window (as of the last ``take``)."""
+        return len(self._times)
+
+    def take(self) -> bool:
+        """Count one restart if the budget allows it; False (nothing counted) when it is spent."""
+        now = time.monotonic()
+        while self._times and now - self._times[0] > self.window_s:
+            self._times.popleft()
+        if len(self._times) >= self.max_restarts:
+            return False
+        self._times.append(now)
+        return True
+
+    def describe(self) -> str:
+        return f"{len(self)} restart(s) within {self.window_s:g} s (max_restarts={self.max_restarts})"

@@ -8,14 +8,13 @@ Launch contract: spec 6.2 (arguments), 6.3 (environment), 6.4 (start sequence), 
 
 from __future__ import annotations
 
-import collections
 import itertools
 import os
 import sys
 import time
 from pathlib import Path
 
-from unirender._process import ManagedProcess
+from unirender._process import ManagedProcess, RestartBudget
 from unirender.errors import ActionError, PlayerCrashedError, PlayerError, RestartError
 from unirender.protocol import ProtocolError, build_event
 from unirender.protocol.images import parse_depth_format
@@ -50,7 +49,6 @@ def default_log_dir() -> Path:
 class Controller:
     """One player process and its transport. See the module doc and ``docs/internals.md``."""
 
-    restart_window_s = 600.0  # max_restarts counts restarts within this rolling window
     stop_grace_s = 2.0  # SIGTERM, then SIGKILL after this long
 
     def __init__(
@@ -114,7 +112,7 @@ class Controller:
         self.transport: Transport | None = None
         self.process: ManagedProcess | None = None
         self.resolution = None
-        self.restarts: collections.deque[float] = collections.deque()
+        self.restarts = RestartBudget(max_restarts)  # max_restarts counts restarts within a rolling 600 s
         self._scenes_in_build: list[str] | None = None
         self._stopped = False
         log_root = Path(log_dir) if log_dir is not None else default_log_dir()
@@ -128,6 +126,15 @@ class Controller:
         except BaseException:
             self.stop()
             raise
+
+    @property
+    def restart_window_s(self) -> float:
+        """The rolling window ``max_restarts`` counts restarts in (seconds)."""
+        return self.restarts.window_s
+
+    @restart_window_s.setter
+    def restart_window_s(self, seconds: float) -> None:
+        self.restarts.window_s = float(seconds)
 
     # -- public API -------------------------------------------------------------------------------------------
     @property
@@ -336,17 +343,10 @@ class Controller:
             return operation()
         except PlayerCrashedError as crash:
             self._shutdown_player()
-            now = time.monotonic()
-            while self.restarts and now - self.restarts[0] > self.restart_window_s:
-                self.restarts.popleft()
-            if len(self.restarts) >= self.max_restarts:
+            if not self.restarts.take():
                 self.stop()
-                crash.add_note(
-                    f"unirender: not restarted: {len(self.restarts)} restart(s) within "
-                    f"{self.restart_window_s:g} s already (max_restarts={self.max_restarts})"
-                )
+                crash.add_note(f"unirender: not restarted: {self.restarts.describe()} already")
                 raise
-            self.restarts.append(now)
             try:
                 self._launch()
                 self._restore()

@@ -68,6 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     from unirender.player.launch import LaunchError, parse_launch
 
     args = sys.argv[1:] if argv is None else argv
+    if "--mlagents-port" in args:  # launched as an ML-Agents game (e.g. by mlagents-envs): play that protocol
+        from unirender.player.mlagents.client import main as mlagents_main
+
+        return mlagents_main(args)
     try:
         config = parse_launch(args, dict(os.environ), executable=sys.argv[0])
     except LaunchError as exc:

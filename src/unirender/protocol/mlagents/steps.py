@@ -1,0 +1,331 @@
+"""Behavior specs, ``DecisionSteps``/``TerminalSteps`` and actions, with mlagents-envs' semantics.
+
+From one behavior's ``AgentInfoProto`` list (wire order kept): the agents with ``done`` false are the decision
+steps (the order actions must come back in), those with ``done`` true the terminal steps. The same agent id can be
+in both in one output (its episode ended and the next one already wants a decision).
+
+Observations come as ML-Agents does them (``obs``: float32 ``(n, *shape)`` per sensor, pixels /255) and, for every
+visual sensor, as exact ``uint8`` frames ``(n, H, W, C)`` (``frames[sensor_name]``, HWC whatever the wire layout):
+the PNG bytes decoded, no float round trip. Images are decoded when first read (so a bad PNG raises
+``ObservationError`` then), float views only when ``obs[i]`` is read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from unirender.protocol.mlagents import observations as O
+from unirender.protocol.mlagents.errors import MLAgentsProtocolError, ObservationError
+
+# DimensionPropertyProto flags
+UNSPECIFIED, NONE, TRANSLATIONAL_EQUIVARIANCE, VARIABLE_SIZE = 0, 1, 2, 4
+
+
+@dataclass(frozen=True)
+class ObservationSpec:
+    shape: tuple[int, ...]  # as declared on the wire (HWC or CHW for cameras)
+    dimension_property: tuple[int, ...]
+    observation_type: int
+    name: str
+
+    @property
+    def is_visual(self) -> bool:
+        return len(self.shape) == 3
+
+
+@dataclass(frozen=True)
+class ActionSpec:
+    continuous_size: int
+    discrete_branches: tuple[int, ...]
+
+    @property
+    def discrete_size(self) -> int:
+        return len(self.discrete_branches)
+
+    def empty(self, n_agents: int) -> ActionTuple:
+        return ActionTuple(
+            np.zeros((n_agents, self.continuous_size), np.float32),
+            np.zeros((n_agents, self.discrete_size), np.int32),
+        )
+
+    def random(self, n_agents: int, rng: np.random.Generator | None = None) -> ActionTuple:
+        rng = rng or np.random.default_rng()
+        continuous = rng.uniform(-1.0, 1.0, (n_agents, self.continuous_size)).astype(np.float32)
+        discrete = np.column_stack([rng.integers(0, b, n_agents) for b in self.discrete_branches]).astype(np.int32)
+        return ActionTuple(continuous, discrete.reshape(n_agents, self.discrete_size))
+
+
+@dataclass(frozen=True)
+class BehaviorSpec:
+    observation_specs: list[ObservationSpec]
+    action_spec: ActionSpec
+
+    @property
+    def sensor_names(self) -> list[str]:
+        return [spec.name for spec in self.observation_specs]
+
+
+@dataclass
+class ActionTuple:
+    """Actions for the decision agents of one behavior, in their order: ``continuous`` float32 (n, c),
+    ``discrete`` int32 (n, branches)."""
+
+    continuous: np.ndarray | None = None
+    discrete: np.ndarray | None = None
+
+
+def behavior_spec_from(brain, first_agent) -> BehaviorSpec:
+    """``BrainParametersProto`` + the first AgentInfo of the same message -> :class:`BehaviorSpec`."""
+    specs = [
+        ObservationSpec(
+            tuple(obs.shape),
+            tuple(obs.dimension_properties) or (UNSPECIFIED,) * len(obs.shape),
+            int(obs.observation_type),
+            obs.name,
+        )
+        for obs in first_agent.observations
+    ]
+    a = brain.action_spec
+    if a.num_continuous_actions == 0 and a.num_discrete_actions == 0:  # a pre-1.3 communicator
+        sizes = tuple(brain.vector_action_size_deprecated)
+        if brain.vector_action_space_type_deprecated == 1:  # continuous
+            action_spec = ActionSpec(int(sizes[0]) if sizes else 0, ())
+        else:
+            action_spec = ActionSpec(0, sizes)
+    else:
+        action_spec = ActionSpec(int(a.num_continuous_actions), tuple(int(b) for b in a.discrete_branch_sizes))
+    return BehaviorSpec(specs, action_spec)
+
+
+class _Sensors:
+    """Observations of n agents for every sensor of a spec; floats decoded eagerly, images kept as pixels."""
+
+    def __init__(self, infos, spec: BehaviorSpec, layout: str):
+        self._spec, self._layout = spec, layout
+        self._vectors: dict[int, np.ndarray] = {}
+        self._encoded: dict[int, list] = {}  # sensor index -> the agents' ObservationProtos, not decoded yet
+        self._decoded: dict[int, np.ndarray] = {}
+        self._values: dict[int, np.ndarray] = {}
+        n = len(infos)
+        for index, obs_spec in enumerate(spec.observation_specs):
+            for info in infos:
+                if len(info.observations) != len(spec.observation_specs):
+                    raise ObservationError(
+                        f"agent {info.id} sent {len(info.observations)} observations, the behavior has "
+                        f"{len(spec.observation_specs)} sensors ({spec.sensor_names})"
+                    )
+            if obs_spec.is_visual:
+                compressed = [info.observations[index].compression_type == O.PNG for info in infos]
+                if n and not any(compressed):
+                    self._values[index] = self._stack([O.float_values(i.observations[index]) for i in infos],
+                                                      obs_spec, n)  # fmt: skip
+                else:  # images are decoded on first access (a sensor nobody reads costs nothing)
+                    O.hwc_shape(obs_spec.shape, layout)  # a rank check now, not at first access
+                    self._encoded[index] = [info.observations[index] for info in infos]
+            else:
+                values = [O.float_values(info.observations[index]) for info in infos]
+                batch = self._stack(values, obs_spec, n)
+                if batch.size and not np.isfinite(batch).all():
+                    raise ObservationError(f"sensor {obs_spec.name!r} contains NaN or infinite values")
+                self._vectors[index] = batch
+
+    def _pixels(self, index: int) -> np.ndarray:
+        """(n, H, W, C) pixels of a visual sensor, decoded once."""
+        if index not in self._decoded:
+            obs_spec = self._spec.observation_specs[index]
+            h, w, c = O.hwc_shape(obs_spec.shape, self._layout)
+            pixels = [O.pixels_of(obs, self._layout) for obs in self._encoded[index]]
+            if any(p.shape != (h, w, c) for p in pixels):
+                raise ObservationError(f"sensor {obs_spec.name!r}: an agent's image is not {(h, w, c)}")
+            if not pixels:
+                self._decoded[index] = np.zeros((0, h, w, c), np.uint8)
+            else:
+                dtype = np.uint8 if all(p.dtype == np.uint8 for p in pixels) else np.float32
+                self._decoded[index] = np.stack(pixels).astype(dtype, copy=False)
+            del self._encoded[index]
+        return self._decoded[index]
+
+    @staticmethod
+    def _stack(values, obs_spec: ObservationSpec, n: int) -> np.ndarray:
+        if not n:
+            return np.zeros((0, *obs_spec.shape), np.float32)
+        if any(v.shape != obs_spec.shape for v in values):
+            raise ObservationError(f"sensor {obs_spec.name!r}: an agent's observation is not {obs_spec.shape}")
+        return np.stack(values)
+
+    def value(self, index: int) -> np.ndarray:
+        if index in self._vectors:
+            return self._vectors[index]
+        if index in self._values:
+            return self._values[index]
+        return O.pixels_to_values(self._pixels(index), self._layout)
+
+    def __len__(self) -> int:
+        return len(self._spec.observation_specs)
+
+    def frames(self) -> dict[str, np.ndarray]:
+        out = {}
+        for index, obs_spec in enumerate(self._spec.observation_specs):
+            if index in self._encoded or index in self._decoded:
+                out[obs_spec.name] = O.to_frame(self._pixels(index))
+            elif index in self._values:
+                values = self._values[index]
+                hwc = values.transpose(0, 2, 3, 1) if self._layout == O.CHW else values
+                out[obs_spec.name] = O.to_frame(hwc * np.float32(255.0))
+        return out
+
+
+class _LazyObs(Sequence):
+    def __init__(self, sensors: _Sensors) -> None:
+        self._sensors, self._cache = sensors, {}
+
+    def __len__(self) -> int:
+        return len(self._sensors)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"sensor index {index} out of range for {len(self)} sensors")
+        if index not in self._cache:
+            self._cache[index] = self._sensors.value(index)
+        return self._cache[index]
+
+
+@dataclass
+class _Steps:
+    agent_id: np.ndarray  # int32 (n,)
+    reward: np.ndarray  # float32 (n,)
+    group_id: np.ndarray  # int32 (n,)
+    group_reward: np.ndarray  # float32 (n,)
+    _sensors: _Sensors = field(repr=False)
+
+    def __len__(self) -> int:
+        return len(self.agent_id)
+
+    @cached_property
+    def obs(self) -> Sequence[np.ndarray]:
+        """Per sensor, float32 ``(n, *shape)`` as mlagents-envs gives it (images /255, declared layout). Each
+        sensor's array is built on first access: reading ``obs[1]`` does not convert the camera images."""
+        return _LazyObs(self._sensors)
+
+    @cached_property
+    def frames(self) -> dict[str, np.ndarray]:
+        """Per visual sensor name, exact uint8 ``(n, H, W, C)`` frames (HWC, row 0 = top)."""
+        return self._sensors.frames()
+
+    @cached_property
+    def agent_id_to_index(self) -> dict[int, int]:
+        return {int(a): i for i, a in enumerate(self.agent_id)}
+
+    def frame(self, agent_id: int, sensor: str) -> np.ndarray:
+        """One agent's uint8 (H, W, C) frame of one visual sensor."""
+        return self.frames[sensor][self.agent_id_to_index[int(agent_id)]]
+
+
+@dataclass
+class DecisionSteps(_Steps):
+    """Agents waiting for an action, in the order their actions must be given."""
+
+    action_mask: list[np.ndarray] | None = None  # per discrete branch, bool (n, branch_size); True = forbidden
+
+
+@dataclass
+class TerminalSteps(_Steps):
+    """Agents whose episode ended in this step; ``interrupted`` = ended by max_step, not a true terminal."""
+
+    interrupted: np.ndarray | None = None  # bool (n,)
+
+
+def _common(infos, spec: BehaviorSpec, layout: str) -> dict:
+    reward = np.array([i.reward for i in infos], np.float32)
+    if reward.size and not np.isfinite(reward).all():
+        raise MLAgentsProtocolError("an agent reward is NaN or infinite")
+    return dict(
+        agent_id=np.array([i.id for i in infos], np.int32),
+        reward=reward,
+        group_id=np.array([i.group_id for i in infos], np.int32),
+        group_reward=np.array([i.group_reward for i in infos], np.float32),
+        _sensors=_Sensors(infos, spec, layout),
+    )
+
+
+def split_steps(infos, spec: BehaviorSpec, layout: str) -> tuple[DecisionSteps, TerminalSteps]:
+    """One behavior's AgentInfo list -> (DecisionSteps, TerminalSteps), wire order kept in each."""
+    deciding = [i for i in infos if not i.done]
+    done = [i for i in infos if i.done]
+    mask = None
+    branches = spec.action_spec.discrete_branches
+    if branches:
+        total = int(sum(branches))
+        rows = np.zeros((len(deciding), total), bool)
+        for row, info in zip(rows, deciding, strict=True):
+            if len(info.action_mask) == total:  # an empty or wrong-length mask means nothing is masked
+                row[:] = info.action_mask
+        mask = np.split(rows, np.cumsum(branches)[:-1], axis=1)
+    decision = DecisionSteps(**_common(deciding, spec, layout), action_mask=mask)
+    terminal = TerminalSteps(
+        **_common(done, spec, layout), interrupted=np.array([i.max_step_reached for i in done], bool)
+    )
+    return decision, terminal
+
+
+def coerce_actions(value, spec: ActionSpec, n_agents: int, behavior: str) -> ActionTuple:
+    """An ActionTuple, a dict(continuous=, discrete=), or one array (for a purely continuous or discrete spec)
+    -> a checked ActionTuple with float32 (n, c) and int32 (n, b). ``None`` = zeros (mlagents-envs' default)."""
+    if value is None:
+        return spec.empty(n_agents)
+    if isinstance(value, dict):
+        unknown = set(value) - {"continuous", "discrete"}
+        if unknown:
+            raise ValueError(f"actions for {behavior!r}: unknown keys {sorted(unknown)}")
+        value = ActionTuple(value.get("continuous"), value.get("discrete"))
+    elif not isinstance(value, ActionTuple):
+        array = np.asarray(value)
+        if spec.continuous_size and not spec.discrete_branches:
+            value = ActionTuple(array, None)
+        elif spec.discrete_branches and not spec.continuous_size:
+            value = ActionTuple(None, array)
+        else:
+            raise ValueError(
+                f"actions for {behavior!r}: the behavior has continuous and discrete actions; pass "
+                "ActionTuple(continuous, discrete) or a dict"
+            )
+    continuous = _checked(value.continuous, (n_agents, spec.continuous_size), np.float32, behavior, "continuous")
+    discrete = _checked(value.discrete, (n_agents, spec.discrete_size), np.int32, behavior, "discrete")
+    for b, size in enumerate(spec.discrete_branches):
+        column = discrete[:, b]
+        if column.size and (column.min() < 0 or column.max() >= size):
+            raise ValueError(f"actions for {behavior!r}: discrete branch {b} takes 0..{size - 1}, got {column}")
+    return ActionTuple(continuous, discrete)
+
+
+def _checked(array, shape, dtype, behavior: str, kind: str) -> np.ndarray:
+    if array is None:
+        return np.zeros(shape, dtype)
+    array = np.asarray(array)
+    if array.ndim == 1 and shape[0] == 1 and array.shape[0] == shape[1]:
+        array = array[None, :]
+    if array.shape != shape:
+        raise ValueError(f"{kind} actions for {behavior!r} must have shape {shape} (agents, size), got {array.shape}")
+    if kind == "continuous" and not np.isfinite(array).all():
+        raise ValueError(f"continuous actions for {behavior!r} contain NaN or infinite values")
+    if kind == "discrete" and array.size and not np.issubdtype(array.dtype, np.integer):
+        if not np.array_equal(array, np.round(array)):
+            raise ValueError(f"discrete actions for {behavior!r} must be integers, got {array}")
+    return np.ascontiguousarray(array, dtype=dtype)
+
+
+def fill_action_list(target, actions: ActionTuple) -> None:
+    """Append one ``AgentActionProto`` per agent to ``target`` (a ``ListAgentActionProto.value``), also filling
+    ``vector_actions_deprecated`` (continuous + discrete as floats) for communicators older than 1.3."""
+    continuous = actions.continuous.tolist()
+    discrete = actions.discrete.tolist()
+    for c, d in zip(continuous, discrete, strict=True):
+        target.add(continuous_actions=c, discrete_actions=d, vector_actions_deprecated=c + [float(x) for x in d])

@@ -1,0 +1,263 @@
+"""The trainer (Python) side of the communicator as a sans-I/O state machine over message bytes.
+
+Unity is the gRPC client and calls ``Exchange`` over and over; each request carries Unity's output and each
+response Unity's next input. The transport hands every request's bytes to :meth:`TrainerProtocol.receive` and
+sends back whatever bytes the protocol returns, when it returns them:
+
+    H1 request (init output)  -> receive() checks versions and returns the H2 reply at once
+    H3 request (header only)  -> receive() returns nothing: the call stays pending until reset()/step()/close()
+    reset() / step(actions)   -> the reply bytes for the pending call
+    next request (rl_output)  -> receive() returns a :class:`MLAgentsEvent`; the call stays pending again
+
+States: ``AWAIT_INIT`` -> ``AWAIT_ACK`` -> ``READY`` (a call pending, we owe an input) -> ``AWAIT_OUTPUT`` ->
+``READY`` ... -> ``CLOSED``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from unirender.protocol.mlagents import communicator_objects_pb2 as pb
+from unirender.protocol.mlagents import side_channels as sc
+from unirender.protocol.mlagents.errors import CommunicatorStoppedError, MLAgentsProtocolError
+from unirender.protocol.mlagents.steps import (
+    ActionTuple,
+    BehaviorSpec,
+    DecisionSteps,
+    TerminalSteps,
+    behavior_spec_from,
+    coerce_actions,
+    fill_action_list,
+    split_steps,
+)
+from unirender.protocol.mlagents.versions import (
+    COMMUNICATION_VERSION,
+    check_communication_version,
+    check_layout,
+    unity_package_layout,
+)
+
+OK, CLOSE = 200, 400
+# What we announce as our package: the mlagents-envs generation whose messages (and HWC images) we match.
+PACKAGE_VERSION = "0.28.0"
+
+
+class State(enum.Enum):
+    AWAIT_INIT = "await-init"
+    AWAIT_ACK = "await-ack"
+    READY = "ready"
+    AWAIT_OUTPUT = "await-output"
+    CLOSED = "closed"
+
+
+@dataclass(frozen=True)
+class UnityInfo:
+    """What Unity said about itself in the handshake."""
+
+    name: str
+    communication_version: str
+    package_version: str
+    capabilities: dict[str, bool]
+    layout: str  # HWC | CHW: from package_version unless overridden
+
+
+@dataclass
+class MLAgentsEvent:
+    """One Unity output, decoded (what ``reset()``/``step()`` return).
+
+    - ``decision_steps[behavior]`` / ``terminal_steps[behavior]``: :class:`DecisionSteps` / :class:`TerminalSteps`
+      (an agent whose episode just ended and that already wants its next decision is in both).
+    - ``frames(behavior)``: the decision agents' camera frames, ``{sensor name: uint8 (n, H, W, C)}``.
+    - ``stats``: the stats channel's records, ``{key: [(value, aggregation), ...]}``.
+    - ``side_channel_messages``: every other side-channel record (user channels), unparsed, in order.
+    """
+
+    decision_steps: dict[str, DecisionSteps]
+    terminal_steps: dict[str, TerminalSteps]
+    stats: dict[str, list[tuple[float, sc.StatsAggregation | int]]] = field(default_factory=dict)
+    side_channel_messages: list[sc.SideChannelMessage] = field(default_factory=list)
+    new_behaviors: list[str] = field(default_factory=list)
+
+    @property
+    def behavior_names(self) -> list[str]:
+        return list(self.decision_steps)
+
+    def _name(self, behavior: str | None) -> str:
+        if behavior is None:
+            if len(self.decision_steps) != 1:
+                raise ValueError(f"pass a behavior name; this environment has {self.behavior_names}")
+            return next(iter(self.decision_steps))
+        if behavior not in self.decision_steps:
+            raise KeyError(f"unknown behavior {behavior!r}; known: {self.behavior_names}")
+        return behavior
+
+    def frames(self, behavior: str | None = None) -> dict[str, np.ndarray]:
+        """``{sensor name: uint8 (n, H, W, C)}`` for the decision agents of ``behavior`` (default: the only one)."""
+        return self.decision_steps[self._name(behavior)].frames
+
+    def steps(self, behavior: str | None = None) -> tuple[DecisionSteps, TerminalSteps]:
+        name = self._name(behavior)
+        return self.decision_steps[name], self.terminal_steps[name]
+
+
+@dataclass
+class Received:
+    """What :meth:`TrainerProtocol.receive` made of a request: ``reply`` to send now (or None: keep the call
+    pending), and ``result`` when the request carried a step output."""
+
+    reply: bytes | None = None
+    result: MLAgentsEvent | None = None
+    handshake_done: bool = False
+
+
+def _message(status: int = OK) -> pb.UnityMessageProto:
+    message = pb.UnityMessageProto()
+    message.header.status = status
+    return message
+
+
+CLOSE_MESSAGE = _message(CLOSE).SerializeToString()  # b"\x0a\x03\x08\x90\x03"
+
+
+def all_capabilities() -> pb.UnityRLCapabilitiesProto:
+    return pb.UnityRLCapabilitiesProto(
+        baseRLCapabilities=True, concatenatedPngObservations=True, compressedChannelMapping=True,
+        hybridActions=True, trainingAnalytics=True, variableLengthObservation=True, multiAgentGroups=True,
+    )  # fmt: skip
+
+
+class TrainerProtocol:
+    def __init__(
+        self,
+        *,
+        seed: int = 0,
+        num_areas: int = 1,
+        layout: str | None = None,
+        package_version: str = PACKAGE_VERSION,
+        communication_version: str = COMMUNICATION_VERSION,
+    ):
+        self.seed, self.num_areas = int(seed), int(num_areas)
+        self.layout_override = check_layout(layout)
+        self.package_version, self.communication_version = package_version, communication_version
+        self.state = State.AWAIT_INIT
+        self.unity: UnityInfo | None = None
+        self.behavior_specs: dict[str, BehaviorSpec] = {}
+        # Non-done agents per behavior in the last output: how many actions each step must carry, in order.
+        self.decision_counts: dict[str, int] = {}
+
+    # -- Unity -> us ----------------------------------------------------------------------------------------
+    def receive(self, data: bytes) -> Received:
+        if self.state in (State.READY, State.CLOSED):
+            raise MLAgentsProtocolError(f"a Unity request arrived while {self.state.value} (one call at a time)")
+        message = pb.UnityMessageProto()
+        try:
+            message.ParseFromString(data)
+        except Exception as exc:  # protobuf's DecodeError, whatever the runtime
+            raise MLAgentsProtocolError(f"a Unity request is not a UnityMessageProto ({exc})") from None
+        if message.header.status != OK:
+            self.state = State.CLOSED
+            raise CommunicatorStoppedError(f"Unity closed the communicator (status {message.header.status})")
+        if self.state is State.AWAIT_INIT:
+            return Received(reply=self._handshake(message))
+        if self.state is State.AWAIT_ACK:  # H3: header only; it stays pending until the first reset()
+            self.state = State.READY
+            return Received(handshake_done=True)
+        self.state = State.READY
+        return Received(result=self._decode_output(message.unity_output))
+
+    def _handshake(self, message) -> bytes:
+        if not message.unity_output.HasField("rl_initialization_output"):
+            raise MLAgentsProtocolError("Unity's first request carries no rl_initialization_output")
+        init = message.unity_output.rl_initialization_output
+        try:
+            check_communication_version(
+                init.communication_version, ours=self.communication_version, package_version=init.package_version
+            )
+        except MLAgentsProtocolError:
+            self.state = State.CLOSED
+            raise
+        caps = {f.name: getattr(init.capabilities, f.name) for f in pb.UnityRLCapabilitiesProto.DESCRIPTOR.fields}
+        self.unity = UnityInfo(
+            name=init.name,
+            communication_version=init.communication_version,
+            package_version=init.package_version,
+            capabilities=caps,
+            layout=self.layout_override or unity_package_layout(init.package_version),
+        )
+        reply = _message(OK)
+        ri = reply.unity_input.rl_initialization_input
+        ri.seed, ri.num_areas = self.seed, self.num_areas
+        ri.communication_version, ri.package_version = self.communication_version, self.package_version
+        ri.capabilities.CopyFrom(all_capabilities())
+        self.state = State.AWAIT_ACK
+        return reply.SerializeToString()
+
+    def _decode_output(self, output) -> MLAgentsEvent:
+        infos = output.rl_output.agentInfos
+        new = []
+        for brain in output.rl_initialization_output.brain_parameters:
+            name = brain.brain_name
+            if name not in self.behavior_specs and name in infos and len(infos[name].value):
+                self.behavior_specs[name] = behavior_spec_from(brain, infos[name].value[0])
+                new.append(name)
+        decision, terminal = {}, {}
+        layout = self.unity.layout if self.unity else unity_package_layout("")
+        for name, spec in self.behavior_specs.items():
+            agent_infos = infos[name].value if name in infos else []
+            decision[name], terminal[name] = split_steps(agent_infos, spec, layout)
+        self.decision_counts = {name: len(steps) for name, steps in decision.items()}
+        stats: dict[str, list] = defaultdict(list)
+        others = []
+        for record in sc.decode_records(output.rl_output.side_channel):
+            if record.channel_id == sc.STATS:
+                key, value, aggregation = sc.parse_stats(record.payload)
+                stats[key].append((value, aggregation))
+            else:
+                others.append(record)
+        return MLAgentsEvent(decision, terminal, dict(stats), others, new)
+
+    # -- us -> Unity (answers to the pending call) -----------------------------------------------------------
+    def reset(self, side_channel: Iterable[sc.SideChannelMessage] = ()) -> bytes:
+        self._expect_ready("reset")
+        message = _message(OK)
+        rl_input = message.unity_input.rl_input
+        rl_input.command = pb.RESET
+        rl_input.side_channel = sc.encode_records(side_channel)
+        self.state = State.AWAIT_OUTPUT
+        return message.SerializeToString()
+
+    def step(
+        self, actions: Mapping[str, object] | None = None, side_channel: Iterable[sc.SideChannelMessage] = ()
+    ) -> bytes:
+        """Actions per behavior name (see :func:`coerce_actions`); behaviors left out get zeros."""
+        self._expect_ready("step")
+        actions = dict(actions or {})
+        unknown = set(actions) - set(self.behavior_specs)
+        if unknown:
+            raise ValueError(f"actions for unknown behavior(s) {sorted(unknown)}; known: {sorted(self.behavior_specs)}")
+        checked: dict[str, ActionTuple] = {}
+        for name, count in self.decision_counts.items():  # check everything before changing any state
+            action = coerce_actions(actions.get(name), self.behavior_specs[name].action_spec, count, name)
+            if count:  # behaviors without waiting agents are left out of the map, as mlagents-envs does
+                checked[name] = action
+        message = _message(OK)
+        rl_input = message.unity_input.rl_input
+        for name, action in checked.items():
+            fill_action_list(rl_input.agent_actions[name].value, action)
+        rl_input.side_channel = sc.encode_records(side_channel)
+        self.state = State.AWAIT_OUTPUT
+        return message.SerializeToString()
+
+    def close(self) -> bytes:
+        """The close reply (status 400, nothing else), as mlagents-envs sends it."""
+        self.state = State.CLOSED
+        return CLOSE_MESSAGE
+
+    def _expect_ready(self, what: str) -> None:
+        if self.state is not State.READY:
+            raise MLAgentsProtocolError(f"{what}() needs a pending Unity call; the communicator is {self.state.value}")
