@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from unirender._process import ManagedProcess, describe_exit, signal_name
 from unirender.errors import PlayerCrashedError, PlayerError, PlayerTimeoutError
+from unirender.protocol.mlagents.versions import GRPC_SERVICE as SERVICE
 from unirender.transport.base import WATCH_PERIOD_S, deadline_after, remaining
 
 # Read by gRPC when it is first imported. Our children are fork+exec'd (ManagedProcess): with fork support on, gRPC
@@ -35,8 +36,6 @@ if "grpc" in sys.modules and "GRPC_ENABLE_FORK_SUPPORT" not in os.environ:
     )
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
-SERVICE = "communicator_objects.UnityToExternalProto"
-METHOD = f"/{SERVICE}/Exchange"
 # gRPC's own default is 4 MiB, which one raw 1024x1024 camera (12 MiB of floats) already exceeds.
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 _CLOSE_MESSAGE = b"\x0a\x03\x08\x90\x03"  # header{status: 400}: what a stopping server answers a waiting call

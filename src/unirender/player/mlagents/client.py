@@ -55,14 +55,14 @@ class MLAgentsPlayer:
         import grpc
 
         from unirender.protocol.mlagents import communicator_objects_pb2 as pb
-        from unirender.transport.grpc import METHOD
+        from unirender.protocol.mlagents.versions import GRPC_METHOD
 
         self.pb = pb
         options = [("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)]  # fmt: skip
         self._channel = grpc.insecure_channel(f"localhost:{self.config.port}", options=options)
         exchange = self._channel.unary_unary(
-            METHOD, request_serializer=pb.UnityMessageProto.SerializeToString,
+            GRPC_METHOD, request_serializer=pb.UnityMessageProto.SerializeToString,
             response_deserializer=pb.UnityMessageProto.FromString,
         )  # fmt: skip
         try:

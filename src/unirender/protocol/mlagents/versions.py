@@ -12,6 +12,9 @@ import re
 from unirender.protocol.mlagents.errors import VersionMismatchError
 
 COMMUNICATION_VERSION = "1.5.0"
+# The one gRPC method of the communicator: Unity (the client) calls it, the Python side serves it.
+GRPC_SERVICE = "communicator_objects.UnityToExternalProto"
+GRPC_METHOD = f"/{GRPC_SERVICE}/Exchange"
 HWC, CHW = "HWC", "CHW"
 LAYOUTS = (HWC, CHW)
 _SEMVER = re.compile(r"^(\d+)\.(\d+)\.(\d+)$")
