@@ -28,6 +28,7 @@ from unirender.service.models import RenderRequest, ResetBody, SessionCreate, va
 from unirender.service.paths import owner_dir, resolve_output_dir
 from unirender.service.sessions import IdleReaper, SessionRegistry
 from unirender.spec import JobSpec
+from unirender.transport.hub import trust_connection
 
 log = logging.getLogger(__name__)
 
@@ -234,6 +235,7 @@ class ServiceApp:
     # -- helpers -----------------------------------------------------------------------------------------
     def _authenticate(self, request: Request) -> str:
         if not self.config.auth_enabled:
+            trust_connection(request.environ, self.config.client_idle_s)
             return ANONYMOUS
         header = request.headers.get("Authorization", "")
         scheme, _, token = header.partition(" ")
@@ -246,6 +248,7 @@ class ServiceApp:
         token = token.strip()
         for known, name in self._tokens.items():  # constant-time compare against each configured token
             if hmac.compare_digest(known.encode(), token.encode()):
+                trust_connection(request.environ, self.config.client_idle_s)  # keep-alive now, not before
                 return name
         # Player tokens (the hub's) are never in this table, so a player cannot use the client API.
         raise ApiError(401, "invalid_token", "unknown token",
@@ -517,7 +520,8 @@ def make_player_hub(host: str, port: int, config: ServiceConfig):
         return None
     if host in ("0.0.0.0", "", "::"):
         host = "127.0.0.1"  # players run on this host; Unity needs an IPv4 literal
-    return PlayerHub(address=(host, int(port)), max_players=config.limits.total_players)
+    return PlayerHub(address=(host, int(port)), max_players=config.limits.total_players,
+                     connection_policy=config.connection_policy)
 
 
 def create_app(config: ServiceConfig | None = None, *, backend=None, player_hub=None, start: bool = True):

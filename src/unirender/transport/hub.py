@@ -7,16 +7,23 @@ another WSGI application as ``hub.wsgi_app`` (the service mounts it so players r
 Why waitress and how it is tuned (``shared/docs/serving-and-scale.md``): it keeps HTTP/1.1 connections alive and
 never adds ``Connection: close`` (werkzeug's server does, which breaks Unity); every ``/train`` blocks a worker
 thread until the controller's next action, so threads = 2 x players + 4; frames of several MiB must stay in memory
-(``outbuf_overflow``/``inbuf_overflow``), and an idle Unity socket between episodes must not be dropped
-(``channel_timeout``).
+(``outbuf_overflow``/``inbuf_overflow``), and an idle Unity socket between episodes must not be dropped.
+
+Nothing a request says is trusted or remembered before its token is verified (docs/service.md, "Hardening"):
+a connection is closed after a few idle seconds until a request on it proves a token (:class:`ConnectionPolicy`);
+a frame body's buffer grows as its bytes arrive, whatever ``Content-Length`` claims, and is recycled only for a
+verified player; the part sizes that speed up parsing are each player's own, learnt only from its verified forms.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import threading
 import time
+from dataclasses import dataclass
+from types import MethodType
 from typing import TYPE_CHECKING
 
 from unirender.protocol import ProtocolError
@@ -33,40 +40,102 @@ _BUFFER_OVERFLOW = 64 * 1024 * 1024  # 1024x1024 rgb+depth+ids is ~11 MiB; 4 suc
 # allocates a bytes object of this size and shrinks it; at 1 MiB glibc serves that with a fresh mmap every time
 # (580 page faults and ~2 ms of system time per 300x300 rgb+depth+ids step, measured); 256 KiB reuses heap memory.
 _RECV_BYTES = 256 * 1024
-_IDLE_CHANNEL_TIMEOUT_S = 24 * 3600  # a Unity socket idles between episodes; waitress only closes idle ones
+# How often waitress looks for idle connections to close: well under the shortest idle limit.
+_CLEANUP_INTERVAL_S = 1
+# A connection is tagged in the WSGI environ, so the app can raise its idle limit once a token is verified.
+CONNECTION_KEY = "unirender.connection"
+PLAYER_PATHS = ("/train", "/ping")
 
 
 _COALESCE_LIMIT = 64 * 1024  # a held response head is joined with a body up to this size (copying more costs more)
 _FRAME_BODY_MIN = 64 * 1024  # request bodies at least this big (frames) are received straight into one buffer
 _FRAME_BODY_POOL = 4  # recycled frame buffers per server (the last event usually still holds one)
+_FRAME_BODY_FIRST = 256 * 1024  # first size of a new frame buffer; it doubles as bytes arrive, up to the body size
+_PART_SIZES_MAX = 128  # part names remembered per player (8 cameras x 7 modalities + the agent's fit)
+
+
+@dataclass(frozen=True)
+class ConnectionPolicy:
+    """How long a connection may sit idle (no request in flight), by what it has proven.
+
+    A connection that has not yet carried a request with a valid token is closed after ``untrusted_idle_s``:
+    idle attackers cannot hold connection slots for long. A verified client keeps its keep-alive connection for
+    ``client_idle_s`` (waitress's own default), a verified player for ``player_idle_s`` (Unity never
+    reconnects on its own). A request in flight (a player's long poll, a long render) never counts as idle.
+    ``per_address`` (0: no cap) bounds the connections one remote address may hold; players and a reverse proxy
+    all come from one address, so it is off unless configured.
+    """
+
+    untrusted_idle_s: float = 10.0
+    client_idle_s: float = 120.0
+    player_idle_s: float = 24 * 3600.0
+    per_address: int = 0
+
+
+def trust_connection(environ, idle_s: float) -> None:
+    """Called once a request's token is verified: its connection may now idle for ``idle_s`` seconds."""
+    connection = environ.get(CONNECTION_KEY)
+    if connection is not None and idle_s > connection.idle_limit_s:
+        connection.idle_limit_s = idle_s
+
+
+def apply_connection_policy(server, policy: ConnectionPolicy) -> None:
+    """Make a waitress server close each idle connection after that connection's own limit (waitress has one
+    ``channel_timeout`` for all), checked every ``_CLEANUP_INTERVAL_S``."""
+
+    def maintenance(self, now):
+        for channel in list(self.active_channels.values()):
+            limit = getattr(channel, "idle_limit_s", policy.untrusted_idle_s)
+            if not channel.requests and channel.last_activity < now - limit:
+                channel.will_close = True
+
+    server.maintenance = MethodType(maintenance, server)
+    server.adj.cleanup_interval = _CLEANUP_INTERVAL_S
 
 
 class FrameBody:
     """A request body received into one buffer of its own (the subset of waitress's buffer API its
     ``FixedStreamReceiver`` and request use). ``in_place`` counts bytes the channel already wrote into the tail
-    with ``recv_into``: appending them only moves the fill mark."""
+    with ``recv_into``: appending them only moves the fill mark.
 
-    def __init__(self, data: bytearray) -> None:
-        self.data: bytearray | None = data
+    The buffer grows (doubling) as bytes arrive, up to the announced ``length``: a ``Content-Length`` alone
+    reserves nothing. A verified player's frames reuse a recycled buffer of the exact size instead (``data``).
+    """
+
+    def __init__(self, length: int, data: bytearray | None = None, pool: BufferPool | None = None) -> None:
+        self.length = length
+        self.data: bytearray | None = data if data is not None else bytearray(min(length, _FRAME_BODY_FIRST))
+        self.pool = pool
         self.filled = 0
         self.in_place = 0
 
     def __len__(self) -> int:
         return self.filled
 
+    def _reserve(self, n: int) -> None:
+        data = self.data
+        need = min(self.length, self.filled + n)
+        if need <= len(data):
+            return
+        grown = bytearray(min(self.length, max(need, 2 * len(data))))  # calloc: untouched pages cost nothing
+        grown[: self.filled] = memoryview(data)[: self.filled]
+        self.data = grown
+
     def append(self, chunk) -> None:
         n = len(chunk)
         if self.in_place:
             self.in_place -= n
         else:
+            self._reserve(n)
             self.data[self.filled : self.filled + n] = chunk
         self.filled += n
 
     def tail(self) -> memoryview:
+        self._reserve(min(len(self.data), _RECV_BYTES))  # room for at least one read (doubling as it fills)
         return memoryview(self.data)[self.filled :]
 
     def getfile(self) -> FrameBodyStream:
-        return FrameBodyStream(self.data, self.filled)
+        return FrameBodyStream(self.data, self.filled, self.pool)
 
     def close(self) -> None:
         self.data = None  # the buffer lives on only in the views parsed out of it
@@ -76,9 +145,15 @@ class FrameBodyStream:
     """``wsgi.input`` over a :class:`FrameBody`: a read-only file for any WSGI code, and ``frame_body`` (the
     buffer itself) for the hub, which parses it in place."""
 
-    def __init__(self, data: bytearray, length: int) -> None:
+    def __init__(self, data: bytearray, length: int, pool: BufferPool | None = None) -> None:
         self.frame_body = data if length == len(data) else memoryview(data)[:length]
         self._data, self._length, self._pos = data, length, 0
+        self._pool = pool
+
+    def recycle(self) -> None:
+        """The sender is a verified player: its frame buffer may be reused for its later frames."""
+        if self._pool is not None and self._length == len(self._data):
+            self._pool.keep(self._data)
 
     def _end(self, size: int | None) -> int:
         return self._length if size is None or size < 0 else min(self._length, self._pos + size)
@@ -105,7 +180,11 @@ class FrameBodyStream:
         pass
 
 
-def quick_ack_channel_class():
+# waitress's own errors (bad request line, body or headers too large) -> the service's JSON error codes.
+_SERVER_ERROR_CODES = {400: "bad_request", 413: "body_too_large", 431: "headers_too_large", 501: "not_implemented"}
+
+
+def quick_ack_channel_class(policy: ConnectionPolicy | None = None, client_body_bytes: int | None = None):
     """waitress's channel, tuned for Unity: every read ACKed at once, every small response sent in one write.
 
     Unity sends the request head and the body in two ``Send`` calls on a socket without ``NoDelay``: Nagle holds
@@ -113,11 +192,19 @@ def quick_ack_channel_class():
     that cannot come before the body. ``TCP_QUICKACK`` after each read sends the ACK now.
     waitress hands the response head and the body to the channel separately and sends them as two segments; the
     spec wants one write (2.7), so a head announcing a body is held until the body arrives and joined with it.
+
+    Hardening: each connection carries its own idle limit (``policy``; raised by :func:`trust_connection`) and
+    is refused beyond ``policy.per_address`` per remote address; a body over ``client_body_bytes`` to any path
+    but the players' is refused (413) from its head, before a byte of it is read; waitress's own errors are the
+    service's JSON errors.
     """
     from waitress.channel import HTTPChannel
     from waitress.parser import HTTPRequestParser
     from waitress.receiver import FixedStreamReceiver
+    from waitress.task import ErrorTask, WSGITask
+    from waitress.utilities import RequestEntityTooLarge
 
+    policy = policy or ConnectionPolicy()
     quickack = getattr(socket, "TCP_QUICKACK", None)
     pool = BufferPool(_FRAME_BODY_POOL, bytearray)  # bytearrays: the form parser searches them in place
 
@@ -128,20 +215,49 @@ def quick_ack_channel_class():
         def parse_header(self, header_plus):
             super().parse_header(header_plus)
             length = self.content_length
-            # Up to inbuf_overflow only: above it waitress spills to a file, and a bogus Content-Length must not
-            # reserve more memory than waitress itself would hold for one request.
+            if client_body_bytes is not None and length > client_body_bytes and self.path not in PLAYER_PATHS:
+                self.error = RequestEntityTooLarge(
+                    f"request body of {length} bytes exceeds the limit of {client_body_bytes} bytes")
+                self.completed = True
+                return
+            # Up to inbuf_overflow only: above it waitress spills to a file.
             if self.chunked or not _FRAME_BODY_MIN <= length <= self.adj.inbuf_overflow:
                 return
             if length >= self.adj.max_request_body_size:
                 return  # refused by waitress (413) right after this
-            try:
-                self.body_rcv = FixedStreamReceiver(length, FrameBody(pool.take(length)))
-            except MemoryError:  # waitress's own buffers grow as the bytes arrive instead
-                pass
+            # A recycled buffer (memory already held) if one fits; else one that grows as the bytes arrive.
+            self.body_rcv = FixedStreamReceiver(length, FrameBody(length, pool.reuse(length), pool))
+
+    class ConnectionTask(WSGITask):
+        def get_environment(self):
+            environ = super().get_environment()
+            environ[CONNECTION_KEY] = self.channel
+            return environ
+
+    class JsonErrorTask(ErrorTask):
+        def execute(self):
+            error = self.request.error
+            code = _SERVER_ERROR_CODES.get(error.code, "bad_request")
+            body = json.dumps({"error": {"code": code, "message": f"{error.reason}: {error.body}"}}).encode()
+            self.status = f"{error.code} {error.reason}"
+            self.response_headers.append(("Content-Type", "application/json"))
+            self.set_close_on_finish()
+            self.content_length = len(body)
+            self.write(body)
 
     class QuickAckChannel(HTTPChannel):
         parser_class = FrameBodyParser
+        task_class = ConnectionTask
+        error_task_class = JsonErrorTask
         _held_head: bytes | None = None
+        idle_limit_s = policy.untrusted_idle_s
+
+        def __init__(self, server, sock, addr, adj, map=None):
+            super().__init__(server, sock, addr, adj, map)
+            if policy.per_address and isinstance(addr, tuple):
+                same = sum(1 for c in list(server.active_channels.values()) if c.addr[:1] == addr[:1])
+                if same > policy.per_address:
+                    self.will_close = True  # closed by the loop's next turn, before any request is read
 
         def handle_read(self):
             request = self.request
@@ -202,14 +318,17 @@ def quick_ack_channel_class():
     return QuickAckChannel
 
 
-def waitress_options(max_players: int) -> dict:
+def waitress_options(max_players: int, policy: ConnectionPolicy | None = None) -> dict:
     """waitress settings for serving Unity players (also for a service that mounts ``hub.wsgi_app``): a thread
-    per blocked ``/train`` plus spare, multi-MiB frames kept in memory, idle sockets kept open."""
+    per blocked ``/train`` plus spare, multi-MiB frames kept in memory. Idle connections are closed by
+    :func:`apply_connection_policy` (``channel_timeout`` is only its fallback for a connection of another class)."""
+    policy = policy or ConnectionPolicy()
     return {
         "threads": 2 * max_players + 4,
         "outbuf_overflow": _BUFFER_OVERFLOW,
         "inbuf_overflow": _BUFFER_OVERFLOW,
-        "channel_timeout": _IDLE_CHANNEL_TIMEOUT_S,
+        "channel_timeout": policy.untrusted_idle_s,
+        "cleanup_interval": _CLEANUP_INTERVAL_S,
         "recv_bytes": _RECV_BYTES,
     }
 
@@ -227,8 +346,10 @@ class PlayerHub:
     """
 
     def __init__(self, address: tuple[str, int] | None = None, *, host: str = "127.0.0.1", port: int = 0,
-                 max_players: int = 8, owner: WsgiServer | None = None):  # fmt: skip
+                 max_players: int = 8, owner: WsgiServer | None = None,
+                 connection_policy: ConnectionPolicy | None = None):  # fmt: skip
         self._external_address = address
+        self.connection_policy = connection_policy or ConnectionPolicy()
         self.host, self.port = host, port
         self.max_players = max_players
         self._owner = owner  # a private hub reports unroutable requests to its only channel
@@ -236,7 +357,6 @@ class PlayerHub:
         self._lock = threading.Lock()
         self._server = None
         self._thread: threading.Thread | None = None
-        self._part_sizes: dict[str, int] = {}  # frame sizes by form field, so parsing skips the boundary scan
         self.rejected_tokens = 0  # requests answered 403
         self.bad_requests = 0  # requests answered 400
 
@@ -261,8 +381,10 @@ class PlayerHub:
         from waitress import create_server
 
         self._server = create_server(self.wsgi_app, host=self.host, port=self.port, ident="unirender",
-                                     expose_tracebacks=False, **waitress_options(self.max_players))  # fmt: skip
-        self._server.channel_class = quick_ack_channel_class()
+                                     expose_tracebacks=False,
+                                     **waitress_options(self.max_players, self.connection_policy))  # fmt: skip
+        self._server.channel_class = quick_ack_channel_class(self.connection_policy)
+        apply_connection_policy(self._server, self.connection_policy)
         self._thread = threading.Thread(
             target=self._serve, args=(self._server,), name="unirender-player-hub", daemon=True
         )
@@ -331,37 +453,78 @@ class PlayerHub:
             length = int(environ.get("CONTENT_LENGTH") or "")
         except ValueError:
             return self._bad(start_response, "411 Length Required", "POST /train needs a Content-Length", None)
-        body = _read_body(environ["wsgi.input"], length)
+        stream = environ["wsgi.input"]
+        body = _read_body(stream, length)
         if len(body) != length:
             return self._bad(start_response, "400 Bad Request", "request body shorter than Content-Length", None)
+        content_type = environ.get("CONTENT_TYPE")
+        # The sender's own part sizes, if the token it claims is a registered player's; parsed into a copy that
+        # is kept only once the parsed form's token is verified (an unverified form changes nothing here).
+        claimed = self._channel_for(_claimed_token(content_type, body))
+        part_sizes = dict(claimed.part_sizes) if claimed is not None else {}
         token = None
         try:
-            fields, files = parse_form(environ.get("CONTENT_TYPE"), body, part_sizes=self._part_sizes)
+            fields, files = parse_form(content_type, body, part_sizes=part_sizes)
             token = (fields.get("token") or [None])[0]
             metadata, files, token = payload_parts_from_form(fields, files)
         except ProtocolError as exc:
             return self._bad(start_response, "400 Bad Request", f"bad /train form: {exc}", token, exc)
-        channel = self._channels.get(token) if token is not None else None
-        if channel is None and self._owner is not None and self._owner.accept_any_token:
-            channel = self._owner
+        channel = self._channel_for(token)
+        owner = self._owner
+        if channel is None and owner is not None and owner.accept_any_token:
+            channel = owner
         if channel is None:
             self.rejected_tokens += 1
             log.warning("rejected POST /train with an unknown client token")
-            if self._owner is not None:
-                self._owner._reject(f"the player sent a wrong client token {token!r} (answered 403)")
-            return _plain(start_response, "403 Forbidden", "unknown client token")
+            if owner is not None and not owner.player_connected:  # a misconfigured player fails fast; once
+                owner._reject(f"the player sent a wrong client token {token!r} (answered 403)")  # it is in,
+            return _plain(start_response, "403 Forbidden", "unknown client token")  # no stranger can fail it
+        channel.verified_request(part_sizes)
+        trust_connection(environ, self.connection_policy.player_idle_s)
+        recycle = getattr(stream, "recycle", None)
+        if recycle is not None:
+            recycle()
         reply = channel._exchange(metadata, files)
         if reply is None:  # the session is stopping: an action-less body, as 5.0.0's stop() sends
             reply = b"{}"
         start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(reply)))])
         return [reply]
 
+    def _channel_for(self, token: str | None) -> WsgiServer | None:
+        return self._channels.get(token) if token is not None else None
+
     def _bad(self, start_response, status: str, text: str, token: str | None, exc: Exception | None = None):
+        """A malformed request: fails the session its (verified) token names; on a private hub, fails its only
+        channel if no player has connected yet (else anyone on the port could fail it)."""
         self.bad_requests += 1
-        channel = (self._channels.get(token) if token is not None else None) or self._owner
+        channel = self._channel_for(token)
+        if channel is None and self._owner is not None and not self._owner.player_connected:
+            channel = self._owner
         if channel is not None:
             channel._fail(exc if exc is not None else ProtocolError(text))
         return _plain(start_response, status, text)
+
+
+def _claimed_token(content_type: str | None, body) -> str | None:
+    """The form's ``token`` if it is the last part, as Unity sends it: read from the end of the body without
+    scanning the frames before it. Only a claim, to pick whose part sizes to try; the full parse decides."""
+    if not content_type or not content_type.startswith("multipart/"):
+        return None
+    from werkzeug.http import parse_options_header
+
+    boundary = parse_options_header(content_type)[1].get("boundary")
+    if not boundary:
+        return None
+    delimiter = b"\r\n--" + boundary.encode("latin-1")
+    end = body.rfind(delimiter + b"--", max(0, len(body) - 4096))
+    start = body.rfind(delimiter, max(0, end - 4096), end) if end > 0 else -1
+    if start < 0:
+        return None
+    try:  # the last part alone is a form of its own
+        fields, _ = parse_form(content_type, bytes(body[start + 2 : end + len(delimiter) + 2]))
+    except ProtocolError:
+        return None
+    return (fields.get("token") or [None])[0]
 
 
 def _read_body(stream, length: int) -> bytes | bytearray:

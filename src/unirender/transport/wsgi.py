@@ -16,7 +16,7 @@ from unirender.errors import PlayerError
 from unirender.protocol import Payload
 from unirender.protocol.state import encode_json_action
 from unirender.transport.base import WATCH_PERIOD_S, Transport, deadline_after
-from unirender.transport.hub import PlayerHub
+from unirender.transport.hub import _PART_SIZES_MAX, PlayerHub
 
 _RELEASE = None  # reply-slot value that ends a blocked request without an action (session stopping)
 _REPLY_CHECK_S = 1.0
@@ -48,6 +48,17 @@ class WsgiServer(Transport):
         self._lock = threading.Lock()
         self._stopped = False
         self._started = False
+        # This player's form part sizes (frames keep their size from step to step), so the hub's parser can
+        # skip scanning them for the boundary. Learnt only from this player's own verified forms.
+        self.part_sizes: dict[str, int] = {}
+        self.player_connected = False  # a request with this channel's token has come in
+
+    def verified_request(self, part_sizes: dict[str, int]) -> None:
+        """Called by the hub once a request's token is verified as this channel's: the player is in, and the
+        sizes of that form's parts are the ones to try for its next form (at most ``_PART_SIZES_MAX`` names)."""
+        self.player_connected = True
+        if len(part_sizes) <= _PART_SIZES_MAX:
+            self.part_sizes = part_sizes
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -55,6 +66,7 @@ class WsgiServer(Transport):
             return
         self._started = True
         self._stopped = False
+        self.player_connected = False
         if self._own_hub:
             self.hub.start()
         self.hub.register(self)
