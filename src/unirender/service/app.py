@@ -263,7 +263,8 @@ class ServiceApp:
                            f"the limit of {limit} bytes")
         request.max_content_length = limit
         body = wire.decode_request_body(request.headers.get("Content-Type"), request.get_data(cache=True))
-        check_finite(body)
+        if isinstance(body, dict | list):
+            check_finite(body)
         return body
 
     def _format(self, request: Request) -> str:

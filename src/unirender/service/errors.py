@@ -78,7 +78,7 @@ def from_unirender_error(exc: BaseException) -> ApiError:
         return ApiError(502, "session_lost", str(exc))
     if isinstance(exc, SpecError):  # bounded, wherever the error came from (a body, a job spec)
         errors = [{"path": p, "message": m} for p, m in exc.errors[:_MAX_PROBLEMS]]
-        lines = str(exc).split("\n", _MAX_PROBLEMS + 1)[: _MAX_PROBLEMS + 1]
+        lines = str(exc).split("\n", _MAX_PROBLEMS + 2)[: _MAX_PROBLEMS + 2]  # a header, problems, "... more"
         omitted = getattr(exc, "omitted", 0) + max(0, len(exc.errors) - len(errors))
         if len(exc.errors) > len(errors):
             lines.append(f"  ... and {omitted} more problems (not listed)")

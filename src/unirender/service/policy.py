@@ -33,21 +33,23 @@ class PlayerState:
     cameras: int = 0
 
 
-def check_finite(value: Any, path: str = "") -> None:
-    """Every number in a request body finite (JSON's ``1e400`` and ``NaN`` decode to inf/nan), nesting bounded."""
-    stack = [(value, path, 0)]
+def check_finite(value: Any) -> None:
+    """Every number in a request body finite (JSON's ``1e400`` and ``NaN`` decode to inf/nan), nesting bounded.
+    One pass; key paths are only spelled out for the error."""
+    stack: list[tuple[Any, tuple]] = [(value, ())]
     while stack:
-        item, where, depth = stack.pop()
-        if isinstance(item, float):
-            if not math.isfinite(item):
-                raise ApiError(422, "invalid_number", f"{where or 'the body'}: {item} is not a finite number",
-                               path=where)
-        elif isinstance(item, dict | list):
-            if depth >= _MAX_NESTING:
-                raise ApiError(422, "too_deeply_nested", f"{where}: nested deeper than {_MAX_NESTING} levels",
-                               path=where)
-            items = item.items() if isinstance(item, dict) else enumerate(item)
-            stack.extend((v, f"{where}.{k}" if where else str(k), depth + 1) for k, v in items)
+        container, where = stack.pop()
+        if len(where) >= _MAX_NESTING:
+            path = ".".join(map(str, where))
+            raise ApiError(422, "too_deeply_nested", f"{path}: nested deeper than {_MAX_NESTING} levels", path=path)
+        items = container.items() if isinstance(container, dict) else enumerate(container)
+        for key, item in items:
+            if isinstance(item, float):
+                if not math.isfinite(item):
+                    path = ".".join(map(str, (*where, key)))
+                    raise ApiError(422, "invalid_number", f"{path}: {item} is not a finite number", path=path)
+            elif isinstance(item, dict | list):
+                stack.append((item, (*where, key)))
 
 
 class ActionPolicy:

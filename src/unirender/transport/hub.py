@@ -52,6 +52,9 @@ _FRAME_BODY_MIN = 64 * 1024  # request bodies at least this big (frames) are rec
 _FRAME_BODY_POOL = 4  # recycled frame buffers per server (the last event usually still holds one)
 _FRAME_BODY_FIRST = 256 * 1024  # first size of a new frame buffer; it doubles as bytes arrive, up to the body size
 _PART_SIZES_MAX = 128  # part names remembered per player (8 cameras x 7 modalities + the agent's fit)
+# Parts a form from a sender not yet known may have (a Unity form has metadata, token and up to ~60 images):
+# an unknown sender's form with more is refused after one count, before anything is built from it.
+_MAX_FORM_PARTS = 512
 
 
 @dataclass(frozen=True)
@@ -460,7 +463,11 @@ class PlayerHub:
         content_type = environ.get("CONTENT_TYPE")
         # The sender's own part sizes, if the token it claims is a registered player's; parsed into a copy that
         # is kept only once the parsed form's token is verified (an unverified form changes nothing here).
-        claimed = self._channel_for(_claimed_token(content_type, body))
+        delimiter = _form_delimiter(content_type)
+        claimed = self._channel_for(_claimed_token(content_type, body, delimiter))
+        if claimed is None and _count_parts(body, delimiter) > _MAX_FORM_PARTS:  # not parsed, nothing built
+            return self._bad(start_response, "400 Bad Request", f"/train form has more than {_MAX_FORM_PARTS} "
+                             "parts", None)
         part_sizes = dict(claimed.part_sizes) if claimed is not None else {}
         token = None
         try:
@@ -505,17 +512,26 @@ class PlayerHub:
         return _plain(start_response, status, text)
 
 
-def _claimed_token(content_type: str | None, body) -> str | None:
-    """The form's ``token`` if it is the last part, as Unity sends it: read from the end of the body without
-    scanning the frames before it. Only a claim, to pick whose part sizes to try; the full parse decides."""
+def _form_delimiter(content_type: str | None) -> bytes | None:
+    """The part delimiter of a ``multipart/form-data`` body (None for any other body)."""
     if not content_type or not content_type.startswith("multipart/"):
         return None
     from werkzeug.http import parse_options_header
 
     boundary = parse_options_header(content_type)[1].get("boundary")
-    if not boundary:
+    return b"\r\n--" + boundary.encode("latin-1") if boundary else None
+
+
+def _count_parts(body, delimiter: bytes | None) -> int:
+    """Parts (or urlencoded fields) in a form: one scan, nothing built."""
+    return body.count(delimiter) if delimiter is not None else body.count(b"&") + 1
+
+
+def _claimed_token(content_type: str | None, body, delimiter: bytes | None) -> str | None:
+    """The form's ``token`` if it is the last part, as Unity sends it: read from the end of the body without
+    scanning the frames before it. Only a claim, to pick whose part sizes to try; the full parse decides."""
+    if delimiter is None:
         return None
-    delimiter = b"\r\n--" + boundary.encode("latin-1")
     end = body.rfind(delimiter + b"--", max(0, len(body) - 4096))
     start = body.rfind(delimiter, max(0, end - 4096), end) if end > 0 else -1
     if start < 0:
