@@ -40,7 +40,8 @@ from unirender.protocol.multipart import build_wwwform
 from unirender.spec import EnvironmentSpec, RenderSpec
 
 TOKEN = "soak-token"
-SESSIONS = [("fifo", "FloorPlan1"), ("fifo", "FloorPlan201"), ("wsgi", "FloorPlan301"), ("wsgi", "FloorPlan2")]
+# The reference player has three scenes: the fourth session shares one, with its own random actions.
+SESSIONS = [("fifo", "FloorPlan1"), ("fifo", "FloorPlan201"), ("wsgi", "FloorPlan301"), ("wsgi", "FloorPlan1")]
 ACTIONS = ["RotateRight", "MoveAhead", "RotateLeft", "MoveBack", "LookDown", "LookUp"]
 REPORT_S = 30.0
 FAULT_EVERY_S = (4.0, 8.0)  # seconds between faults, drawn uniformly (seeded)
@@ -281,8 +282,8 @@ def main() -> int:
         service, url = start_service(Path(tmp))
         drivers: list[SessionDriver] = []
         try:
-            drivers = [SessionDriver(url, transport, scene, args.size, stats, stop, args.seed + i)
-                       for i, (transport, scene) in enumerate(SESSIONS)]
+            for i, (transport, scene) in enumerate(SESSIONS):
+                drivers.append(SessionDriver(url, transport, scene, args.size, stats, stop, args.seed + i))
             injector = FaultInjector(url, drivers, stats, stop, args.seed)
             for thread in [*drivers, injector]:
                 thread.start()
@@ -312,6 +313,10 @@ def main() -> int:
                 time.sleep(0.5)
         finally:
             stop.set()
+            for driver in drivers:
+                if not driver.is_alive():  # never started (an error while setting up): its own cleanup
+                    with contextlib.suppress(Exception):
+                        driver.local.stop()
             service_pid = service.pid
             service.terminate(grace=30.0)
         orphans = sorted(p for p in stats.player_pids | left if alive(p))

@@ -138,6 +138,8 @@ def test_wrong_token_form_cannot_poison_wsgi_sessions(service, alice, synced):
     for size in (image + 1, image - 1, image, image + len(token_part) - 36, image + len(token_part)):
         content_type, body = build_wwwform([("metadata", "{}"), ("image", bytes(size)), ("token", "wrong")])
         assert post_train(service, content_type, body) in (400, 403)
+    resp = requests.post(service.url + "/train", data=body, headers={"Content-Type": content_type}, timeout=10)
+    assert resp.json()["error"]["code"] == "unknown_client_token"  # the documented JSON error, as every other
     wsgi_session, local = synced
     same_frames(wsgi_session.step("RotateRight"), local.step("RotateRight"))
     local.reset("FloorPlan1")

@@ -75,11 +75,16 @@ class ConnectionPolicy:
     per_address: int = 0
 
 
-def trust_connection(environ, idle_s: float) -> None:
-    """Called once a request's token is verified: its connection may now idle for ``idle_s`` seconds."""
+def trust_connection(environ, idle_s: float, player: WsgiServer | None = None) -> None:
+    """Called once a request's token is verified: its connection may now idle for ``idle_s`` seconds, and a
+    malformed request on it later is that ``player``'s."""
     connection = environ.get(CONNECTION_KEY)
-    if connection is not None and idle_s > connection.idle_limit_s:
+    if connection is None:
+        return
+    if idle_s > connection.idle_limit_s:
         connection.idle_limit_s = idle_s
+    if player is not None:
+        connection.verified_player = player
 
 
 def apply_connection_policy(server, policy: ConnectionPolicy) -> None:
@@ -254,6 +259,7 @@ def quick_ack_channel_class(policy: ConnectionPolicy | None = None, client_body_
         error_task_class = JsonErrorTask
         _held_head: bytes | None = None
         idle_limit_s = policy.untrusted_idle_s
+        verified_player = None  # the channel whose token a request on this connection proved (trust_connection)
 
         def __init__(self, server, sock, addr, adj, map=None):
             super().__init__(server, sock, addr, adj, map)
@@ -339,6 +345,18 @@ def waitress_options(max_players: int, policy: ConnectionPolicy | None = None) -
 def _plain(start_response, status: str, text: str) -> list[bytes]:
     body = text.encode("ascii", "replace")
     start_response(status, [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+    return [body]
+
+
+# The hub's refusals, as the service's JSON errors (Unity ignores an error's body; a person reading it does not).
+_ERROR_CODES = {400: "bad_request", 403: "unknown_client_token", 404: "not_found", 405: "method_not_allowed",
+                411: "length_required"}
+
+
+def _error(start_response, status: str, text: str) -> list[bytes]:
+    code = _ERROR_CODES.get(int(status.split()[0]), "bad_request")
+    body = json.dumps({"error": {"code": code, "message": text}}).encode()
+    start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
     return [body]
 
 
@@ -449,24 +467,24 @@ class PlayerHub:
         if path == "/ping":
             return _plain(start_response, "200 OK", "pong")
         if path != "/train":
-            return _plain(start_response, "404 Not Found", f"no route {path}; players POST /train")
+            return _error(start_response, "404 Not Found", f"no route {path}; players POST /train")
         if method != "POST":
-            return _plain(start_response, "405 Method Not Allowed", "/train takes POST")
+            return _error(start_response, "405 Method Not Allowed", "/train takes POST")
         try:
             length = int(environ.get("CONTENT_LENGTH") or "")
         except ValueError:
-            return self._bad(start_response, "411 Length Required", "POST /train needs a Content-Length", None)
+            return self._bad(environ, start_response, "411 Length Required", "POST /train needs a Content-Length", None)
         stream = environ["wsgi.input"]
         body = _read_body(stream, length)
         if len(body) != length:
-            return self._bad(start_response, "400 Bad Request", "request body shorter than Content-Length", None)
+            return self._bad(environ, start_response, "400 Bad Request", "request body shorter than Content-Length", None)
         content_type = environ.get("CONTENT_TYPE")
         # The sender's own part sizes, if the token it claims is a registered player's; parsed into a copy that
         # is kept only once the parsed form's token is verified (an unverified form changes nothing here).
         delimiter = _form_delimiter(content_type)
         claimed = self._channel_for(_claimed_token(content_type, body, delimiter))
         if claimed is None and _count_parts(body, delimiter) > _MAX_FORM_PARTS:  # not parsed, nothing built
-            return self._bad(start_response, "400 Bad Request", f"/train form has more than {_MAX_FORM_PARTS} "
+            return self._bad(environ, start_response, "400 Bad Request", f"/train form has more than {_MAX_FORM_PARTS} "
                              "parts", None)
         part_sizes = dict(claimed.part_sizes) if claimed is not None else {}
         token = None
@@ -475,7 +493,7 @@ class PlayerHub:
             token = (fields.get("token") or [None])[0]
             metadata, files, token = payload_parts_from_form(fields, files)
         except ProtocolError as exc:
-            return self._bad(start_response, "400 Bad Request", f"bad /train form: {exc}", token, exc)
+            return self._bad(environ, start_response, "400 Bad Request", f"bad /train form: {exc}", token, exc)
         channel = self._channel_for(token)
         owner = self._owner
         if channel is None and owner is not None and owner.accept_any_token:
@@ -485,9 +503,9 @@ class PlayerHub:
             log.warning("rejected POST /train with an unknown client token")
             if owner is not None and not owner.player_connected:  # a misconfigured player fails fast; once
                 owner._reject(f"the player sent a wrong client token {token!r} (answered 403)")  # it is in,
-            return _plain(start_response, "403 Forbidden", "unknown client token")  # no stranger can fail it
+            return _error(start_response, "403 Forbidden", "unknown client token")  # no stranger can fail it
         channel.verified_request(part_sizes)
-        trust_connection(environ, self.connection_policy.player_idle_s)
+        trust_connection(environ, self.connection_policy.player_idle_s, player=channel)
         recycle = getattr(stream, "recycle", None)
         if recycle is not None:
             recycle()
@@ -500,16 +518,21 @@ class PlayerHub:
     def _channel_for(self, token: str | None) -> WsgiServer | None:
         return self._channels.get(token) if token is not None else None
 
-    def _bad(self, start_response, status: str, text: str, token: str | None, exc: Exception | None = None):
-        """A malformed request: fails the session its (verified) token names; on a private hub, fails its only
-        channel if no player has connected yet (else anyone on the port could fail it)."""
+    def _bad(self, environ, start_response, status: str, text: str, token: str | None,
+             exc: Exception | None = None):
+        """A malformed request fails the session it can be pinned on: the one its (verified) token names, or the
+        player whose verified connection it came on; on a private hub, its only channel until a player is in.
+        A stranger's malformed request on a connection of its own fails no one."""
         self.bad_requests += 1
         channel = self._channel_for(token)
+        if channel is None:
+            connection = environ.get(CONNECTION_KEY)
+            channel = getattr(connection, "verified_player", None)
         if channel is None and self._owner is not None and not self._owner.player_connected:
             channel = self._owner
         if channel is not None:
             channel._fail(exc if exc is not None else ProtocolError(text))
-        return _plain(start_response, status, text)
+        return _error(start_response, status, text)
 
 
 def _form_delimiter(content_type: str | None) -> bytes | None:
