@@ -218,6 +218,28 @@ def test_keep_alive_only_after_a_valid_token(service):
             sock.close()
 
 
+def test_slowloris_heads_are_dropped(service):
+    """A head trickling in one byte every 0.3 s is never idle, but not complete after ``untrusted_idle_s``
+    either: its connection is closed; a real request on another connection is served meanwhile."""
+    slow = connect(service)
+    try:
+        slow.sendall(b"POST /v1/sessions HTTP/1.1\r\n")
+        started = time.perf_counter()
+        closed_after = None
+        while time.perf_counter() - started < IDLE_S + 5:
+            try:
+                slow.sendall(b"X")
+            except OSError:
+                closed_after = time.perf_counter() - started
+                break
+            time.sleep(0.3)
+        assert requests.get(service.url + "/healthz", timeout=2).status_code == 200
+        print(f"\nslowloris head closed after {closed_after} s")
+        assert closed_after is not None
+    finally:
+        slow.close()
+
+
 # -- 3. a Content-Length alone must not reserve memory ---------------------------------------------------------
 def test_header_only_huge_content_length_reserves_nothing(service):
     """12 requests announcing 60 MB bodies to /train (and 12 to /v1) that send only their heads, then 1 MB of
@@ -256,6 +278,20 @@ def test_header_only_huge_content_length_reserves_nothing(service):
     print(f"\nheader-only 12 x 60 MB (+1 MB each sent): RSS {before:.0f} -> {during:.0f} MB, after close {after:.0f} MB")
     assert during - before < 50
     assert after - before < 50
+
+
+@pytest.mark.parametrize(("auth", "code"), [("", "missing_token"), ("Authorization: Bearer nope\r\n", "invalid_token")])
+def test_bodies_without_a_valid_token_are_refused_from_the_head(service, auth, code):
+    """Nothing of a client body is received before its token is verified: the head alone gets the 401."""
+    sock = connect(service)
+    try:
+        sock.sendall(f"POST /v1/sessions HTTP/1.1\r\nHost: x\r\n{auth}Content-Type: application/json\r\n"
+                     "Content-Length: 3000000\r\n\r\n".encode())
+        status, headers, body = read_response(sock)  # no body sent: answered from the head
+        assert status == 401 and json.loads(body)["error"]["code"] == code
+        assert headers["www-authenticate"].startswith("Bearer")
+    finally:
+        sock.close()
 
 
 # -- 4. unique part names must not grow memory -----------------------------------------------------------------

@@ -314,7 +314,8 @@ def test_frame_bodies_arrive_whole_in_recycled_buffers_over_many_steps(wsgi):
         unity.close()
         t.join(10)
     assert len(received) == steps
-    assert 2 <= len(buffers) <= 6  # recycled: not one new buffer per step
+    assert 2 <= len(buffers) <= 8  # recycled: not one new buffer per step (18 frame-sized ones; a buffer still
+    # referenced by the previous request thread when the next head arrives means one more)
 
 
 def test_frame_body_stream_is_a_plain_file_for_other_wsgi_code():

@@ -236,10 +236,14 @@ class ServiceApp:
 
     # -- helpers -----------------------------------------------------------------------------------------
     def _authenticate(self, request: Request) -> str:
+        name = self.token_owner(request.headers.get("Authorization", ""))
+        trust_connection(request.environ, self.config.client_idle_s)  # keep-alive now, not before
+        return name
+
+    def token_owner(self, header: str) -> str:
+        """The name of the client whose bearer token ``header`` carries (ANONYMOUS without auth); else 401."""
         if not self.config.auth_enabled:
-            trust_connection(request.environ, self.config.client_idle_s)
             return ANONYMOUS
-        header = request.headers.get("Authorization", "")
         scheme, _, token = header.partition(" ")
         if not header:
             raise ApiError(401, "missing_token", "send 'Authorization: Bearer <token>'",
@@ -250,11 +254,19 @@ class ServiceApp:
         token = token.strip()
         for known, name in self._tokens.items():  # constant-time compare against each configured token
             if hmac.compare_digest(known.encode(), token.encode()):
-                trust_connection(request.environ, self.config.client_idle_s)  # keep-alive now, not before
                 return name
         # Player tokens (the hub's) are never in this table, so a player cannot use the client API.
         raise ApiError(401, "invalid_token", "unknown token",
                        headers={"WWW-Authenticate": 'Bearer realm="unirender", error="invalid_token"'})
+
+    def authorize_body(self, headers: dict) -> tuple | None:
+        """For the server's channel: a request body is received only if its head carries a valid token
+        (``headers`` as waitress parses them). Returns ``(status, code, message, headers)`` to refuse it."""
+        try:
+            self.token_owner(headers.get("AUTHORIZATION", ""))
+        except ApiError as exc:
+            return exc.status, exc.code, exc.message, tuple(exc.headers.items())
+        return None
 
     def _body(self, request: Request) -> dict:
         limit = self.config.limits.body_bytes

@@ -11,8 +11,8 @@ players, a thread pool so a player's long poll never blocks a client, and no req
   ``untrusted_idle_s`` idle seconds (10), a client's after ``client_idle_s`` (120), a verified player's after
   ``player_idle_s`` (a day: Unity never reconnects); ``connection_limit`` (1000) is far above what idle
   attackers can hold through that churn, and idle connections hold no thread (only a request in flight does).
-- ``max_request_body_size``: the player limit (raw frames); a client body over ``limits.body_bytes`` is refused
-  (JSON 413) from its head, before any of it is read.
+- ``max_request_body_size``: the player limit (raw frames); a client body over ``limits.body_bytes``, or one
+  whose head carries no valid token, is refused (JSON 413/401) from its head, before any of it is read.
 
 Shutdown (SIGTERM): stop accepting, fail in-flight steps cleanly by stopping every player (clients get a JSON
 error), wait for in-flight requests, then close every connection, the players' virtual displays and exit 0.
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 _DIRECT_SEND_MIN = 64 * 1024
 
 
-def service_channel_class(config: ServiceConfig | None = None):
+def service_channel_class(config: ServiceConfig | None = None, authorize_body=None):
     """The transport's quick-ACK channel, plus one shortcut for big response bodies (frames).
 
     waitress copies every body into its output buffer (a ``BytesIO`` above 8 KiB), then copies it out again in
@@ -52,7 +52,8 @@ def service_channel_class(config: ServiceConfig | None = None):
     if config is None:
         base = quick_ack_channel_class()
     else:
-        base = quick_ack_channel_class(config.connection_policy, client_body_bytes=config.limits.body_bytes)
+        base = quick_ack_channel_class(config.connection_policy, client_body_bytes=config.limits.body_bytes,
+                                       authorize_body=authorize_body)
 
     class ServiceChannel(base):
         def write_soon(self, data):
@@ -109,7 +110,7 @@ class Server:
         self.waitress = create_server(self.app, host=config.host, port=config.port, **waitress_settings(config))
         # Unity sends head and body in two writes: ACK each read at once or every step waits ~40 ms. Big
         # bodies skip waitress's output buffer when they can (service_channel_class).
-        self.waitress.channel_class = service_channel_class(config)
+        self.waitress.channel_class = service_channel_class(config, self.app.authorize_body)
         apply_connection_policy(self.waitress, config.connection_policy)
         self.host, self.port = self.waitress.getsockname()[:2]
         # Players connect to this very port (the app mounts the hub at /train): one port for everyone.

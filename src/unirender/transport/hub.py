@@ -64,7 +64,8 @@ class ConnectionPolicy:
     A connection that has not yet carried a request with a valid token is closed after ``untrusted_idle_s``:
     idle attackers cannot hold connection slots for long. A verified client keeps its keep-alive connection for
     ``client_idle_s`` (waitress's own default), a verified player for ``player_idle_s`` (Unity never
-    reconnects on its own). A request in flight (a player's long poll, a long render) never counts as idle.
+    reconnects on its own). A request in flight (a player's long poll, a long render) never counts as idle; a
+    request head not complete ``untrusted_idle_s`` after its first byte (slowloris) closes its connection.
     ``per_address`` (0: no cap) bounds the connections one remote address may hold; players and a reverse proxy
     all come from one address, so it is off unless configured.
     """
@@ -95,6 +96,12 @@ def apply_connection_policy(server, policy: ConnectionPolicy) -> None:
         for channel in list(self.active_channels.values()):
             limit = getattr(channel, "idle_limit_s", policy.untrusted_idle_s)
             if not channel.requests and channel.last_activity < now - limit:
+                channel.will_close = True
+            # A request head trickling in (slowloris) is never idle for long, but every real client sends its
+            # head at once: one not complete within untrusted_idle_s is dropped.
+            request = channel.request
+            started = getattr(request, "started", None)
+            if started is not None and not request.headers_finished and started < now - policy.untrusted_idle_s:
                 channel.will_close = True
 
     server.maintenance = MethodType(maintenance, server)
@@ -192,7 +199,17 @@ class FrameBodyStream:
 _SERVER_ERROR_CODES = {400: "bad_request", 413: "body_too_large", 431: "headers_too_large", 501: "not_implemented"}
 
 
-def quick_ack_channel_class(policy: ConnectionPolicy | None = None, client_body_bytes: int | None = None):
+class _Refused(Exception):
+    """A request refused from its head by ``authorize_body`` (shaped like waitress's ``utilities.Error``)."""
+
+    def __init__(self, status: int, code: str, message: str, headers: tuple = ()):
+        super().__init__(message)
+        self.code, self.api_code, self.body, self.headers = status, code, message, tuple(headers)
+        self.reason = {401: "Unauthorized", 403: "Forbidden"}.get(status, "Bad Request")
+
+
+def quick_ack_channel_class(policy: ConnectionPolicy | None = None, client_body_bytes: int | None = None,
+                            authorize_body=None):
     """waitress's channel, tuned for Unity: every read ACKed at once, every small response sent in one write.
 
     Unity sends the request head and the body in two ``Send`` calls on a socket without ``NoDelay``: Nagle holds
@@ -203,8 +220,10 @@ def quick_ack_channel_class(policy: ConnectionPolicy | None = None, client_body_
 
     Hardening: each connection carries its own idle limit (``policy``; raised by :func:`trust_connection`) and
     is refused beyond ``policy.per_address`` per remote address; a body over ``client_body_bytes`` to any path
-    but the players' is refused (413) from its head, before a byte of it is read; waitress's own errors are the
-    service's JSON errors.
+    but the players' is refused (413) from its head, before a byte of it is read, and so is a body whose head
+    ``authorize_body(headers)`` finds fault with (it returns ``(status, code, message)`` or None: a client's
+    body is not even received before its token is verified); waitress's own errors are the service's JSON
+    errors.
     """
     from waitress.channel import HTTPChannel
     from waitress.parser import HTTPRequestParser
@@ -220,6 +239,10 @@ def quick_ack_channel_class(policy: ConnectionPolicy | None = None, client_body_
         """waitress's parser; a frame-sized body goes into a buffer of its own instead of waitress's chain of
         buffers (bytes, then a growing ``BytesIO``), which ``wsgi.input.read`` would then copy out again."""
 
+        def __init__(self, adj):
+            super().__init__(adj)
+            self.started = time.time()  # for the head deadline (apply_connection_policy)
+
         def parse_header(self, header_plus):
             super().parse_header(header_plus)
             length = self.content_length
@@ -228,6 +251,12 @@ def quick_ack_channel_class(policy: ConnectionPolicy | None = None, client_body_
                     f"request body of {length} bytes exceeds the limit of {client_body_bytes} bytes")
                 self.completed = True
                 return
+            if authorize_body is not None and length > 0 and self.path not in PLAYER_PATHS:
+                refusal = authorize_body(self.headers)
+                if refusal is not None:
+                    self.error = _Refused(*refusal)
+                    self.completed = True
+                    return
             # Up to inbuf_overflow only: above it waitress spills to a file.
             if self.chunked or not _FRAME_BODY_MIN <= length <= self.adj.inbuf_overflow:
                 return
@@ -245,10 +274,12 @@ def quick_ack_channel_class(policy: ConnectionPolicy | None = None, client_body_
     class JsonErrorTask(ErrorTask):
         def execute(self):
             error = self.request.error
-            code = _SERVER_ERROR_CODES.get(error.code, "bad_request")
-            body = json.dumps({"error": {"code": code, "message": f"{error.reason}: {error.body}"}}).encode()
+            code = getattr(error, "api_code", None) or _SERVER_ERROR_CODES.get(error.code, "bad_request")
+            message = error.body if isinstance(error, _Refused) else f"{error.reason}: {error.body}"
+            body = json.dumps({"error": {"code": code, "message": message}}).encode()
             self.status = f"{error.code} {error.reason}"
             self.response_headers.append(("Content-Type", "application/json"))
+            self.response_headers.extend(getattr(error, "headers", ()))
             self.set_close_on_finish()
             self.content_length = len(body)
             self.write(body)
