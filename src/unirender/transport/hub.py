@@ -24,14 +24,11 @@ import threading
 import time
 from dataclasses import dataclass
 from types import MethodType
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from unirender.protocol import ProtocolError
 from unirender.protocol.multipart import parse_form, payload_parts_from_form
 from unirender.protocol.pool import BufferPool
-
-if TYPE_CHECKING:
-    from unirender.transport.wsgi import WsgiServer
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +73,7 @@ class ConnectionPolicy:
     per_address: int = 0
 
 
-def trust_connection(environ, idle_s: float, player: WsgiServer | None = None) -> None:
+def trust_connection(environ, idle_s: float, player: HubChannel | None = None) -> None:
     """Called once a request's token is verified: its connection may now idle for ``idle_s`` seconds, and a
     malformed request on it later is that ``player``'s."""
     connection = environ.get(CONNECTION_KEY)
@@ -391,21 +388,46 @@ def _error(start_response, status: str, text: str) -> list[bytes]:
     return [body]
 
 
+class HubChannel(Protocol):
+    """What the hub needs of a player's transport (``transport.wsgi.WsgiTransport``), and all it uses of it."""
+
+    client_token: str  # the token the player's forms carry; the hub routes by it
+    accept_any_token: bool  # a private hub's only channel takes any token (a player we did not launch)
+    player_connected: bool  # a request with its token has come in
+    part_sizes: dict[str, int]  # its forms' part sizes, tried when the next form claims its token
+
+    def verified_request(self, part_sizes: dict[str, int]) -> None:
+        """A request's token was verified as this channel's; ``part_sizes``: that form's."""
+
+    def deliver(self, metadata: dict, files: dict) -> bytes | None:
+        """The verified form; blocks until the action to answer with (None: the session is stopping)."""
+
+    def fail(self, error: Exception) -> None:
+        """A malformed request pinned on this channel's player."""
+
+    def reject(self, message: str) -> None:
+        """A wrong token on a private hub before its player was in."""
+
+    def release(self) -> None:
+        """End every request blocked in :meth:`deliver` (the hub is closing)."""
+
+
 class PlayerHub:
-    """Routes ``POST /train`` by the form's ``token`` to the registered :class:`WsgiServer`.
+    """Routes ``POST /train`` by the form's ``token`` to the registered :class:`HubChannel` (a
+    ``transport.wsgi.WsgiTransport``).
 
     ``PlayerHub()`` serves itself after :meth:`start`; ``PlayerHub(address=(host, port))`` is mounted elsewhere.
     """
 
     def __init__(self, address: tuple[str, int] | None = None, *, host: str = "127.0.0.1", port: int = 0,
-                 max_players: int = 8, owner: WsgiServer | None = None,
+                 max_players: int = 8, owner: HubChannel | None = None,
                  connection_policy: ConnectionPolicy | None = None):  # fmt: skip
         self._external_address = address
         self.connection_policy = connection_policy or ConnectionPolicy()
         self.host, self.port = host, port
         self.max_players = max_players
         self._owner = owner  # a private hub reports unroutable requests to its only channel
-        self._channels: dict[str, WsgiServer] = {}
+        self._channels: dict[str, HubChannel] = {}
         self._lock = threading.Lock()
         self._server = None
         self._thread: threading.Thread | None = None
@@ -456,7 +478,7 @@ class PlayerHub:
             channels = list(self._channels.values())
             self._channels.clear()
         for channel in channels:
-            channel._release_pending()
+            channel.release()
         server, self._server = self._server, None
         if server is None:
             return
@@ -482,11 +504,11 @@ class PlayerHub:
         self.close()
 
     # -- routing ------------------------------------------------------------------------------------------
-    def register(self, channel: WsgiServer) -> None:
+    def register(self, channel: HubChannel) -> None:
         with self._lock:
             self._channels[channel.client_token] = channel
 
-    def unregister(self, channel: WsgiServer) -> None:
+    def unregister(self, channel: HubChannel) -> None:
         with self._lock:
             if self._channels.get(channel.client_token) is channel:
                 del self._channels[channel.client_token]
@@ -533,20 +555,20 @@ class PlayerHub:
             self.rejected_tokens += 1
             log.warning("rejected POST /train with an unknown client token")
             if owner is not None and not owner.player_connected:  # a misconfigured player fails fast; once
-                owner._reject(f"the player sent a wrong client token {token!r} (answered 403)")  # it is in,
+                owner.reject(f"the player sent a wrong client token {token!r} (answered 403)")  # it is in,
             return _error(start_response, "403 Forbidden", "unknown client token")  # no stranger can fail it
         channel.verified_request(part_sizes)
         trust_connection(environ, self.connection_policy.player_idle_s, player=channel)
         recycle = getattr(stream, "recycle", None)
         if recycle is not None:
             recycle()
-        reply = channel._exchange(metadata, files)
+        reply = channel.deliver(metadata, files)
         if reply is None:  # the session is stopping: an action-less body, as 5.0.0's stop() sends
             reply = b"{}"
         start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(reply)))])
         return [reply]
 
-    def _channel_for(self, token: str | None) -> WsgiServer | None:
+    def _channel_for(self, token: str | None) -> HubChannel | None:
         return self._channels.get(token) if token is not None else None
 
     def _bad(self, environ, start_response, status: str, text: str, token: str | None,
@@ -562,7 +584,7 @@ class PlayerHub:
         if channel is None and self._owner is not None and not self._owner.player_connected:
             channel = self._owner
         if channel is not None:
-            channel._fail(exc if exc is not None else ProtocolError(text))
+            channel.fail(exc if exc is not None else ProtocolError(text))
         return _error(start_response, status, text)
 
 
