@@ -535,7 +535,10 @@ class PlayerHub:
         # The sender's own part sizes, if the token it claims is a registered player's; parsed into a copy that
         # is kept only once the parsed form's token is verified (an unverified form changes nothing here).
         delimiter = _form_delimiter(content_type)
+        owner = self._owner
         claimed = self._channel_for(_claimed_token(content_type, body, delimiter))
+        if claimed is None and owner is not None and owner.accept_any_token:
+            claimed = owner  # a player we did not launch: whatever token it sends is its own
         if claimed is None and _count_parts(body, delimiter) > _MAX_FORM_PARTS:  # not parsed, nothing built
             return self._bad(environ, start_response, "400 Bad Request", f"/train form has more than {_MAX_FORM_PARTS} "
                              "parts", None)
@@ -548,7 +551,6 @@ class PlayerHub:
         except ProtocolError as exc:
             return self._bad(environ, start_response, "400 Bad Request", f"bad /train form: {exc}", token, exc)
         channel = self._channel_for(token)
-        owner = self._owner
         if channel is None and owner is not None and owner.accept_any_token:
             channel = owner
         if channel is None:
