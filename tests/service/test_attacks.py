@@ -275,12 +275,16 @@ def test_header_only_huge_content_length_reserves_nothing(service):
             sock.close()
     time.sleep(0.5)
     after = rss_mb(service)
-    print(f"\nheader-only 12 x 60 MB (+1 MB each sent): RSS {before:.0f} -> {during:.0f} MB, after close {after:.0f} MB")
+    print(f"\nheader-only 12 x 60 MB (+1 MB each sent): RSS {before:.0f} -> {during:.0f} MB, "
+          f"after close {after:.0f} MB")
     assert during - before < 50
     assert after - before < 50
 
 
-@pytest.mark.parametrize(("auth", "code"), [("", "missing_token"), ("Authorization: Bearer nope\r\n", "invalid_token")])
+@pytest.mark.parametrize(("auth", "code"), [
+    ("", "missing_token"),
+    ("Authorization: Bearer nope\r\n", "invalid_token"),
+])
 def test_bodies_without_a_valid_token_are_refused_from_the_head(service, auth, code):
     """Nothing of a client body is received before its token is verified: the head alone gets the 401."""
     sock = connect(service)

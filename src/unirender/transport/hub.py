@@ -526,11 +526,13 @@ class PlayerHub:
         try:
             length = int(environ.get("CONTENT_LENGTH") or "")
         except ValueError:
-            return self._bad(environ, start_response, "411 Length Required", "POST /train needs a Content-Length", None)
+            return self._bad(environ, start_response, "411 Length Required", "POST /train needs a Content-Length",
+                             None)
         stream = environ["wsgi.input"]
         body = _read_body(stream, length)
         if len(body) != length:
-            return self._bad(environ, start_response, "400 Bad Request", "request body shorter than Content-Length", None)
+            return self._bad(environ, start_response, "400 Bad Request", "request body shorter than Content-Length",
+                             None)
         content_type = environ.get("CONTENT_TYPE")
         # The sender's own part sizes, if the token it claims is a registered player's; parsed into a copy that
         # is kept only once the parsed form's token is verified (an unverified form changes nothing here).
@@ -540,8 +542,8 @@ class PlayerHub:
         if claimed is None and owner is not None and owner.accept_any_token:
             claimed = owner  # a player we did not launch: whatever token it sends is its own
         if claimed is None and _count_parts(body, delimiter) > _MAX_FORM_PARTS:  # not parsed, nothing built
-            return self._bad(environ, start_response, "400 Bad Request", f"/train form has more than {_MAX_FORM_PARTS} "
-                             "parts", None)
+            return self._bad(environ, start_response, "400 Bad Request",
+                             f"/train form has more than {_MAX_FORM_PARTS} parts", None)
         part_sizes = dict(claimed.part_sizes) if claimed is not None else {}
         token = None
         try:
@@ -556,9 +558,10 @@ class PlayerHub:
         if channel is None:
             self.rejected_tokens += 1
             log.warning("rejected POST /train with an unknown client token")
-            if owner is not None and not owner.player_connected:  # a misconfigured player fails fast; once
-                owner.reject(f"the player sent a wrong client token {token!r} (answered 403)")  # it is in,
-            return _error(start_response, "403 Forbidden", "unknown client token")  # no stranger can fail it
+            # A misconfigured player fails fast; once the player is in, no stranger can fail it this way.
+            if owner is not None and not owner.player_connected:
+                owner.reject(f"the player sent a wrong client token {token!r} (answered 403)")
+            return _error(start_response, "403 Forbidden", "unknown client token")
         channel.verified_request(part_sizes)
         trust_connection(environ, self.connection_policy.player_idle_s, player=channel)
         recycle = getattr(stream, "recycle", None)
