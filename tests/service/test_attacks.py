@@ -103,9 +103,12 @@ def read_response(sock: socket.socket) -> tuple[int, dict, bytes]:
 
 
 def closed_by_peer(sock: socket.socket) -> bool:
+    """The service closed the connection (FIN, or RST when it left bytes unread) before ``sock``'s timeout."""
     try:
         return sock.recv(1) == b""
-    except (ConnectionResetError, TimeoutError):
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
         return False
 
 
@@ -127,15 +130,19 @@ def post_train(service, content_type: str, body: bytes) -> int:
 
 
 # -- 1. one wrong-token form must not poison anyone's parsing ---------------------------------------------------
+# A W x H rgb frame, and the size of an image part that would swallow the token part after it in a player's form
+# (boundaries are 40 characters, tokens 36): the size the old hub could be made to expect.
+IMAGE = W * H * 3
+SWALLOW = IMAGE + len(b'\r\n--' + b"x" * 40 + b'\r\nContent-Type: text/plain; charset="utf-8"\r\n'
+                      b'Content-disposition: form-data; name="token"\r\n\r\n' + b"0" * 36)
+
+
 def test_wrong_token_form_cannot_poison_wsgi_sessions(service, alice, synced):
     """The old hub remembered part sizes from every form before checking its token: an ``image`` part sized to
     swallow the token part of a real W x H frame broke every W x H WSGI session. Here such forms (several
     sizes around the real one) come first; the running session and a brand-new one must then work at once."""
-    image = W * H * 3
-    token_part = (b'\r\n--' + b"x" * 40 + b'\r\nContent-Type: text/plain; charset="utf-8"\r\n'
-                  b'Content-disposition: form-data; name="token"\r\n\r\n' + b"0" * 36)
     # the swallowing size last: the old hub remembered the latest form's sizes
-    for size in (image + 1, image - 1, image, image + len(token_part) - 36, image + len(token_part)):
+    for size in (IMAGE + 1, IMAGE - 1, IMAGE, SWALLOW - 36, SWALLOW):
         content_type, body = build_wwwform([("metadata", "{}"), ("image", bytes(size)), ("token", "wrong")])
         assert post_train(service, content_type, body) in (400, 403)
     resp = requests.post(service.url + "/train", data=body, headers={"Content-Type": content_type}, timeout=10)
@@ -152,7 +159,8 @@ def test_wrong_token_form_cannot_poison_wsgi_sessions(service, alice, synced):
 @given(
     parts=st.lists(
         st.tuples(st.sampled_from(["metadata", "image", "image-depth", "token", "actionReturns", "x"]),
-                  st.one_of(st.binary(max_size=W * H * 3 + 200), st.text(max_size=64))),
+                  st.one_of(st.binary(max_size=IMAGE + 200), st.text(max_size=64),
+                            st.sampled_from([IMAGE, SWALLOW - 36, SWALLOW]).map(bytes))),
         max_size=6),
     token=st.text(min_size=0, max_size=40),
     cut=st.integers(min_value=0, max_value=64),
@@ -238,6 +246,25 @@ def test_slowloris_heads_are_dropped(service):
         assert closed_after is not None
     finally:
         slow.close()
+
+
+def test_connections_per_address_cap(make_service, tmp_path):
+    """With ``connections_per_address: 5``, a sixth connection from the same address is closed before any
+    request is read; once the five close, the address is served again."""
+    capped = make_service({"tokens": {"alice": ALICE}, "connections_per_address": 5})
+    held = [connect(capped) for _ in range(5)]
+    try:
+        time.sleep(0.3)  # the loop has accepted all five
+        extra = connect(capped)
+        extra.settimeout(3)
+        extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert closed_by_peer(extra)
+        extra.close()
+    finally:
+        for sock in held:
+            sock.close()
+    time.sleep(0.3)
+    assert requests.get(capped.url + "/healthz", timeout=5).status_code == 200
 
 
 # -- 3. a Content-Length alone must not reserve memory ---------------------------------------------------------
