@@ -226,6 +226,14 @@ def test_keep_alive_only_after_a_valid_token(service):
             sock.close()
 
 
+def test_a_players_long_poll_outlives_the_untrusted_idle_limit(synced):
+    """A verified player waits for its next action in a request in flight: however long the client pauses,
+    its connection is not idle, and the next step is served on it."""
+    wsgi_session, local = synced
+    time.sleep(IDLE_S + 2)
+    same_frames(wsgi_session.step("RotateRight"), local.step("RotateRight"))
+
+
 def test_slowloris_heads_are_dropped(service):
     """A head trickling in one byte every 0.3 s is never idle, but not complete after ``untrusted_idle_s``
     either: its connection is closed; a real request on another connection is served meanwhile."""
