@@ -26,7 +26,7 @@ from unirender.service.limits import PlayerSlots
 from unirender.service.metrics import ServiceMetrics
 from unirender.service.models import RenderRequest, ResetBody, SessionCreate, validate_body
 from unirender.service.paths import owner_dir, resolve_output_dir
-from unirender.service.policy import ActionPolicy, PlayerState, check_finite
+from unirender.service.policy import ActionPolicy, PlayerState, check_body
 from unirender.service.sessions import IdleReaper, SessionRegistry
 from unirender.spec import JobSpec
 from unirender.transport.hub import trust_connection
@@ -276,7 +276,7 @@ class ServiceApp:
         request.max_content_length = limit
         body = wire.decode_request_body(request.headers.get("Content-Type"), request.get_data(cache=True))
         if isinstance(body, dict | list):
-            check_finite(body)
+            check_body(body)
         return body
 
     def _format(self, request: Request) -> str:

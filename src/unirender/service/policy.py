@@ -24,6 +24,7 @@ NUMBER_RANGES: dict[str, tuple[float, float]] = {
     "moveMagnitude": (-1000.0, 1000.0),
 }
 _MAX_NESTING = 64  # deeper than any request the API defines
+MAX_ITEMS = 100_000  # items in one list or mapping of a request (an episode's actions or poses: 100,000 frames)
 
 
 @dataclass
@@ -33,15 +34,20 @@ class PlayerState:
     cameras: int = 0
 
 
-def check_finite(value: Any) -> None:
-    """Every number in a request body finite (JSON's ``1e400`` and ``NaN`` decode to inf/nan), nesting bounded.
-    One pass; key paths are only spelled out for the error."""
+def check_body(value: Any) -> None:
+    """The shape of any decoded request body: every number finite (JSON's ``1e400`` and ``NaN`` decode to
+    inf/nan), nesting at most ``_MAX_NESTING`` deep, no list or mapping over ``MAX_ITEMS`` items (validating a
+    million bad items costs seconds, whoever sends them). One pass; key paths are spelled out only for errors."""
     stack: list[tuple[Any, tuple]] = [(value, ())]
     while stack:
         container, where = stack.pop()
         if len(where) >= _MAX_NESTING:
             path = ".".join(map(str, where))
             raise ApiError(422, "too_deeply_nested", f"{path}: nested deeper than {_MAX_NESTING} levels", path=path)
+        if len(container) > MAX_ITEMS:
+            path = ".".join(map(str, where)) or "(body)"
+            raise ApiError(422, "too_many_items", f"{path}: {len(container)} items, more than the {MAX_ITEMS} a "
+                           "request may hold in one list or mapping (split a job into more episodes)", path=path)
         items = container.items() if isinstance(container, dict) else enumerate(container)
         for key, item in items:
             if isinstance(item, float):
