@@ -290,11 +290,11 @@ def test_frame_bodies_arrive_whole_in_recycled_buffers_over_many_steps(wsgi):
     # between steps (new buffers, remembered part sizes go stale) and every byte must still land where it belongs
     import numpy as np
 
-    from unirender.transport import hub as hub_module
+    from unirender.transport import serving as serving_module
 
     rng = np.random.default_rng(7)
     images = [rng.integers(0, 256, n, dtype=np.uint8).tobytes() for n in (300 * 300 * 3, 300 * 300 * 3, 1 << 20, 17)]
-    assert len(images[0]) > hub_module._FRAME_BODY_MIN
+    assert len(images[0]) > serving_module._FRAME_BODY_MIN
     steps = 24
     received, buffers = [], set()
     t = threading.Thread(target=serve_controller_side, args=(wsgi, steps, received))
@@ -307,7 +307,7 @@ def test_frame_bodies_arrive_whole_in_recycled_buffers_over_many_steps(wsgi):
             seq = json.loads(body)["sequenceId"]
             image = received[-1].files["image"][0]
             assert bytes(image) == images[(i // 6) % len(images)]
-            if len(image) > hub_module._FRAME_BODY_MIN:
+            if len(image) > serving_module._FRAME_BODY_MIN:
                 buffers.add(id(image.obj))
             received[-1] = None  # drop this step's payload: its buffer may be reused
     finally:
@@ -319,7 +319,7 @@ def test_frame_bodies_arrive_whole_in_recycled_buffers_over_many_steps(wsgi):
 
 
 def test_frame_body_stream_is_a_plain_file_for_other_wsgi_code():
-    from unirender.transport.hub import FrameBody
+    from unirender.transport.serving import FrameBody
 
     data = bytearray(b"line one\nline two\n" + b"x" * 300_000)
     body = FrameBody(len(data))  # reserves a first slice only: grows as the bytes arrive
@@ -343,7 +343,7 @@ def test_frame_body_stream_is_a_plain_file_for_other_wsgi_code():
 def test_which_bodies_get_a_frame_buffer(length, inbuf_overflow, in_own_buffer):
     from waitress.adjustments import Adjustments
 
-    from unirender.transport.hub import FrameBody, quick_ack_channel_class
+    from unirender.transport.serving import FrameBody, quick_ack_channel_class
 
     adjustments = Adjustments(inbuf_overflow=inbuf_overflow, max_request_body_size=4 << 20)
     parser = quick_ack_channel_class().parser_class(adjustments)

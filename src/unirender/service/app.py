@@ -29,7 +29,7 @@ from unirender.service.paths import owner_dir, resolve_output_dir
 from unirender.service.policy import ActionPolicy, PlayerState, check_body
 from unirender.service.sessions import IdleReaper, SessionRegistry
 from unirender.spec import JobSpec
-from unirender.transport.hub import trust_connection
+from unirender.transport.serving import trust_connection
 
 log = logging.getLogger(__name__)
 

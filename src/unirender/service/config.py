@@ -86,7 +86,7 @@ class ServiceConfig(BaseModel):
 
     @property
     def connection_policy(self):
-        from unirender.transport.hub import ConnectionPolicy
+        from unirender.transport.serving import ConnectionPolicy
 
         return ConnectionPolicy(untrusted_idle_s=self.untrusted_idle_s, client_idle_s=self.client_idle_s,
                                 player_idle_s=self.player_idle_s, per_address=self.connections_per_address)

@@ -5,9 +5,9 @@ players, a thread pool so a player's long poll never blocks a client, and no req
 
 - ``threads = 2 x total_players + 8``: each WSGI player holds a thread in its long poll while its client's step
   holds another; the rest serve the API.
-- buffers and receive size from ``transport.hub.waitress_options``: frames stay in memory (the default 1 MiB
+- buffers and receive size from ``transport.serving.waitress_options``: frames stay in memory (the default 1 MiB
   ``outbuf_overflow`` spills them to a temp file, 3x slower).
-- connections (``transport.hub.ConnectionPolicy``): one without a verified token is closed after
+- connections (``transport.serving.ConnectionPolicy``): one without a verified token is closed after
   ``untrusted_idle_s`` idle seconds (10), a client's after ``client_idle_s`` (120), a verified player's after
   ``player_idle_s`` (a day: Unity never reconnects); ``connection_limit`` (1000) is far above what idle
   attackers can hold through that churn, and idle connections hold no thread (only a request in flight does).
@@ -30,7 +30,7 @@ from waitress.server import create_server
 
 from unirender.service.app import ServiceApp, create_app, make_player_hub
 from unirender.service.config import ServiceConfig
-from unirender.transport.hub import apply_connection_policy, quick_ack_channel_class
+from unirender.transport.serving import apply_connection_policy, quick_ack_channel_class
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def service_channel_class(config: ServiceConfig | None = None, authorize_body=No
 
 def waitress_settings(config: ServiceConfig) -> dict:
     """The transport's settings for serving players (buffers, idle timeout), plus the API's threads and limits."""
-    from unirender.transport.hub import waitress_options
+    from unirender.transport.serving import waitress_options
 
     settings = waitress_options(config.limits.total_players, config.connection_policy)
     settings.update(
