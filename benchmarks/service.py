@@ -58,7 +58,7 @@ def start_server(tmp: Path, total_players: int) -> tuple[subprocess.Popen, str]:
 FLOOR_SERVER = """
 import sys
 from waitress.server import create_server
-from unirender.transport.hub import waitress_options
+from unirender.transport.serving import waitress_options
 body = bytes(int(sys.argv[1]))
 def app(environ, start_response):
     environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))

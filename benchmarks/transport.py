@@ -340,7 +340,7 @@ def waitress_peer() -> None:
     body and answers a fixed action: the cost of the mandated WSGI server alone, without unirender's code."""
     from waitress import create_server
 
-    from unirender.transport.hub import quick_ack_channel_class, waitress_options
+    from unirender.transport.serving import quick_ack_channel_class, waitress_options
 
     def app(environ, start_response):
         environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))

@@ -108,7 +108,6 @@ class Controller:
         self.initialization_parameters = dict(initialize_params)
         self.camera_near_plane, self.camera_far_plane = 0.1, 20.0
         self.last_event = None
-        self.last_action: dict | None = None
         self.transport: Transport | None = None
         self.process: ManagedProcess | None = None
         self.resolution = None
@@ -232,14 +231,14 @@ class Controller:
 
     def _launch(self) -> None:
         """A fresh transport and player process; then wait for the hello event (spec 6.4 steps 2-5)."""
-        self.transport = make_transport(self.server, hub=self.player_hub, host=self.host, port=self.port)
+        # A player we do not launch was given no token (it sends an empty one); an action the player does not
+        # read is a hang too, so it is bounded like an answer.
+        self.transport = make_transport(self.server, hub=self.player_hub, host=self.host, port=self.port,
+                                        accept_any_token=not self.start_unity, send_timeout=self.server_timeout)
         if not self.start_unity:
-            self.transport.accept_any_token = True  # the player was given no token: it sends an empty one
             self.transport.start()
             self._set_event(self.transport.receive(self.server_start_timeout))
             return
-        if hasattr(self.transport, "send_timeout"):  # FIFO: an action the player does not read is a hang too
-            self.transport.send_timeout = self.server_timeout
         self.transport.start()
         name = "unirender-player (builtin)" if self.builtin else Path(self.executable).name
         self.process = ManagedProcess(self._command(), env=self._environment(), log_path=self.log_path, name=name)
@@ -313,9 +312,14 @@ class Controller:
             self.camera_far_plane = float(planes["cameraFarPlane"])
         return event
 
+    @property
+    def last_action(self) -> dict | None:
+        """The action last sent to the player, as sent (kept by the transport, which prepares it)."""
+        return self.transport.last_action if self.transport is not None else None
+
     # -- the hot path -------------------------------------------------------------------------------------------
     def _exchange(self, command: dict, raise_for_failure: bool):
-        self.last_action = self.transport.send(command)
+        self.transport.send(command)
         event = self._set_event(self.transport.receive(self.server_timeout))
         meta = event.metadata
         if not meta.get("lastActionSuccess", True):

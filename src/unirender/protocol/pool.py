@@ -36,7 +36,8 @@ def uninitialised(size: int) -> np.ndarray:
 
 class BufferPool:
     """At most ``limit`` buffers, handed out oldest first; ``take(size)`` reuses one of that size that nothing
-    references any more, else makes one with ``factory(size)`` (and forgets the oldest beyond the limit)."""
+    references any more, else makes one with ``factory(size)`` (and forgets the oldest beyond the limit).
+    ``reuse``/``keep`` split that in two for a caller that only pools a buffer once it trusts its sender."""
 
     def __init__(self, limit: int, factory: Callable[[int], object] = uninitialised):
         self.limit = limit
@@ -44,6 +45,11 @@ class BufferPool:
         self._buffers: list = []
 
     def take(self, size: int):
+        buffer = self.reuse(size)
+        return self.keep(self.factory(size)) if buffer is None else buffer
+
+    def reuse(self, size: int):
+        """A pooled buffer of ``size`` bytes that nothing references any more, or None (nothing is made)."""
         pool = self._buffers
         for i in range(len(pool)):
             buffer = pool[i]
@@ -51,10 +57,15 @@ class BufferPool:
                 del pool[i]
                 pool.append(buffer)
                 return buffer
-        buffer = self.factory(size)
-        pool.append(buffer)
-        if len(pool) > self.limit:
-            del pool[0]
+        return None
+
+    def keep(self, buffer):
+        """Pool ``buffer`` (made elsewhere) for later ``take``/``reuse``; the oldest beyond the limit is forgotten."""
+        pool = self._buffers
+        if not any(b is buffer for b in pool):
+            pool.append(buffer)
+            if len(pool) > self.limit:
+                del pool[0]
         return buffer
 
 

@@ -26,8 +26,10 @@ from unirender.service.limits import PlayerSlots
 from unirender.service.metrics import ServiceMetrics
 from unirender.service.models import RenderRequest, ResetBody, SessionCreate, validate_body
 from unirender.service.paths import owner_dir, resolve_output_dir
+from unirender.service.policy import ActionPolicy, PlayerState, check_body
 from unirender.service.sessions import IdleReaper, SessionRegistry
 from unirender.spec import JobSpec
+from unirender.transport.serving import trust_connection
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +154,7 @@ class ServiceApp:
                                backend=backend)  # job players live where sessions do (local or Ray)
         self.reaper = IdleReaper(self.sessions, config.reap_interval_s)
         self._tokens = {token: name for name, token in config.tokens.items()}
+        self.policy = ActionPolicy(config)  # every limit on every action, whichever endpoint it came from
         self._draining = False
         self._in_flight = 0
         self._in_flight_cv = threading.Condition()
@@ -240,9 +243,14 @@ class ServiceApp:
 
     # -- helpers -----------------------------------------------------------------------------------------
     def _authenticate(self, request: Request) -> str:
+        name = self.token_owner(request.headers.get("Authorization", ""))
+        trust_connection(request.environ, self.config.client_idle_s)  # keep-alive now, not before
+        return name
+
+    def token_owner(self, header: str) -> str:
+        """The name of the client whose bearer token ``header`` carries (ANONYMOUS without auth); else 401."""
         if not self.config.auth_enabled:
             return ANONYMOUS
-        header = request.headers.get("Authorization", "")
         scheme, _, token = header.partition(" ")
         if not header:
             raise ApiError(401, "missing_token", "send 'Authorization: Bearer <token>'",
@@ -258,13 +266,25 @@ class ServiceApp:
         raise ApiError(401, "invalid_token", "unknown token",
                        headers={"WWW-Authenticate": 'Bearer realm="unirender", error="invalid_token"'})
 
+    def authorize_body(self, headers: dict) -> tuple | None:
+        """For the server's channel: a request body is received only if its head carries a valid token
+        (``headers`` as waitress parses them). Returns ``(status, code, message, headers)`` to refuse it."""
+        try:
+            self.token_owner(headers.get("AUTHORIZATION", ""))
+        except ApiError as exc:
+            return exc.status, exc.code, exc.message, tuple(exc.headers.items())
+        return None
+
     def _body(self, request: Request) -> dict:
         limit = self.config.limits.body_bytes
         if request.content_length is not None and request.content_length > limit:
             raise ApiError(413, "body_too_large", f"request body of {request.content_length} bytes exceeds "
                            f"the limit of {limit} bytes")
         request.max_content_length = limit
-        return wire.decode_request_body(request.headers.get("Content-Type"), request.get_data(cache=True))
+        body = wire.decode_request_body(request.headers.get("Content-Type"), request.get_data(cache=True))
+        if isinstance(body, dict | list):
+            check_body(body)
+        return body
 
     def _format(self, request: Request) -> str:
         fmt = wire.negotiate(request.headers.get("Accept"))
@@ -282,50 +302,6 @@ class ServiceApp:
         size = len(body) if isinstance(body, bytes) else sum(len(c) for c in body)
         self.metrics.bytes_out.labels(fmt.split("/")[-1]).inc(size)
         return EncodedResponse(body, content_type, size)
-
-    def _check_environment(self, env, render=None) -> None:
-        if env.executable not in self.config.allowed_executables:
-            raise ApiError(403, "executable_not_allowed",
-                           f"executable {env.executable!r} is not allowed here; allowed: "
-                           f"{self.config.allowed_executables}")
-        if render is not None and len(render.cameras) > self.config.limits.cameras:
-            raise ApiError(422, "too_many_cameras", f"{len(render.cameras)} cameras exceed the limit of "
-                           f"{self.config.limits.cameras} per session", path="render.cameras")
-        pixels = env.width * env.height
-        if pixels > self.config.limits.pixels:
-            raise ApiError(422, "resolution_too_large",
-                           f"{env.width}x{env.height} = {pixels} pixels exceeds the limit of "
-                           f"{self.config.limits.pixels}", path="environment.width")
-
-    @staticmethod
-    def _check_scene(scene: str | None, path: str) -> None:
-        """Scenes by name only: the reference player also loads scene *files* by path, which would let a client
-        make it read (and quote in errors) any .yaml/.json file the service can read."""
-        if not isinstance(scene, str):
-            return
-        if "/" in scene or "\\" in scene or scene.startswith("~") or \
-                scene.lower().endswith((".yaml", ".yml", ".json")):
-            raise ApiError(422, "scene_path_not_allowed", f"scene {scene!r} looks like a file path; the service "
-                           "takes scene names only (GET a session's metadata for the player's scenes)", path=path)
-
-    def _check_action(self, action: dict) -> None:
-        """The parts of a step's action the service itself limits: scene names, resolution."""
-        name = action.get("action")
-        if name == "Reset":
-            self._check_scene(action.get("sceneName"), "sceneName")
-        elif name == "ChangeResolution":
-            x, y = action.get("x"), action.get("y")
-            if isinstance(x, int | float) and isinstance(y, int | float) and x * y > self.config.limits.pixels:
-                raise ApiError(422, "resolution_too_large", f"{x}x{y} = {x * y:g} pixels exceeds the limit of "
-                               f"{self.config.limits.pixels}", path="x")
-
-    def _check_camera_count(self, session) -> None:
-        """Each camera renders a full frame per step: hold a session's cameras to ``limits.cameras``."""
-        event = session.last_event
-        cameras = (event.metadata.get("thirdPartyCameras") if event is not None else None) or []
-        if len(cameras) >= self.config.limits.cameras:
-            raise ApiError(422, "too_many_cameras", f"this session has {len(cameras)} cameras, the limit is "
-                           f"{self.config.limits.cameras}")
 
     def _controller_kwargs(self, env, render, scene: str | None, auto_restart: bool = False) -> dict:
         kwargs = env.controller_kwargs(render)
@@ -396,8 +372,8 @@ class ServiceApp:
 
     def ep_create_session(self, request, owner):
         body = validate_body(SessionCreate, self._body(request))
-        self._check_environment(body.environment, body.render)
-        self._check_scene(body.scene, "scene")
+        self.policy.check_environment(body.environment, body.render)
+        self.policy.check_scene(body.scene, "scene")
         kwargs = self._controller_kwargs(body.environment, body.render, body.scene, body.auto_restart)
         entry = self.sessions.create(
             owner, kwargs, body.model_dump(mode="json"), auto_restart=body.auto_restart
@@ -426,9 +402,10 @@ class ServiceApp:
         if not isinstance(action.get("action"), str) or not action["action"]:
             raise ApiError(400, "invalid_action", "the body must be an action object with an 'action' name, "
                            'e.g. {"action": "RotateRight", "degrees": 90}')
-        self._check_action(action)
+        state = PlayerState()  # only cameras depend on the session; other bad actions are 422 whatever it is
         if action["action"] == "AddThirdPartyCamera":
-            self._check_camera_count(self.sessions.get(owner, session_id).session)
+            state = self.policy.session_state(self.sessions.get(owner, session_id).session)
+        self.policy.check_action(action, state)
         started = time.perf_counter()
         event = self.sessions.step(owner, session_id, action)
         return self._event_response(event, fmt, modalities, time.perf_counter() - started)
@@ -438,7 +415,7 @@ class ServiceApp:
         modalities = _parse_modalities(request)
         body = validate_body(ResetBody, self._body(request)).model_dump()
         scene = body.pop("scene", None)
-        self._check_scene(scene, "scene")
+        self.policy.check_scene(scene, "scene")
         event = self.sessions.reset(owner, session_id, scene, body)
         return self._event_response(event, fmt, modalities)
 
@@ -459,14 +436,13 @@ class ServiceApp:
 
         fmt = self._format(request)
         body = validate_body(RenderRequest, self._body(request))
-        self._check_environment(body.environment, body.render)
         episode = body.episode
-        self._check_scene(episode.scene, "episode.scene")
         known = episode.known_frame_count
         if known is not None and known * episode.repeat > MAX_RENDER_FRAMES:
             raise ApiError(422, "render_too_large", f"{known * episode.repeat} frames exceed the one-shot "
                            f"limit of {MAX_RENDER_FRAMES}; submit a job instead (POST /v1/jobs)")
         job = JobSpec(environment=body.environment, render=body.render, episodes=[episode])
+        self.policy.check_job(job)  # before any player starts
         kwargs = self._controller_kwargs(body.environment, body.render, episode.scene)
         entry = self.sessions.create(owner, kwargs, body.model_dump(mode="json"), auto_restart=False)
         docs = []
@@ -492,10 +468,10 @@ class ServiceApp:
     def ep_submit_job(self, request, owner):
         from unirender.spec import load_spec
 
-        spec: JobSpec = load_spec(self._body(request))
-        self._check_environment(spec.environment, spec.render)
-        for i, episode in enumerate(spec.episodes):
-            self._check_scene(episode.scene, f"episodes.{i}.scene")
+        data = self._body(request)
+        validate_body(JobSpec, data)  # strict types, bounded errors; load_spec then applies the loader's rules
+        spec: JobSpec = load_spec(data)
+        self.policy.check_job(spec)  # before any player starts
         out = resolve_output_dir(self.config.data_root, owner, spec.output.directory)
         workers = spec.workers if isinstance(spec.workers, int) else 1
         if workers > self.slots.total:
@@ -529,7 +505,8 @@ def make_player_hub(host: str, port: int, config: ServiceConfig):
         return None
     if host in ("0.0.0.0", "", "::"):
         host = "127.0.0.1"  # players run on this host; Unity needs an IPv4 literal
-    return PlayerHub(address=(host, int(port)), max_players=config.limits.total_players)
+    return PlayerHub(address=(host, int(port)), max_players=config.limits.total_players,
+                     connection_policy=config.connection_policy)
 
 
 def create_app(config: ServiceConfig | None = None, *, backend=None, player_hub=None, start: bool = True):

@@ -64,6 +64,14 @@ class ServiceConfig(BaseModel):
     reap_interval_s: float = Field(5.0, gt=0)
     player_body_bytes: int = Field(512 * 2**20, description="largest POST /train body from a player")
     threads: int | None = Field(None, ge=2, description="WSGI threads; default 2 x total_players + 8")
+    # Connection policy (docs/service.md, "Hardening"): idle connections that proved no token go quickly, so
+    # idle attackers cannot hold the connection slots; a long poll or a long render never counts as idle.
+    untrusted_idle_s: float = Field(10.0, gt=0, description="idle connection with no verified token is closed")
+    client_idle_s: float = Field(120.0, gt=0, description="idle keep-alive of a client with a valid token")
+    player_idle_s: float = Field(24 * 3600.0, gt=0, description="idle connection of a verified player")
+    connection_limit: int = Field(1000, ge=16, description="open connections at once (one file descriptor each)")
+    connections_per_address: int = Field(0, ge=0, description="per remote address; 0: no cap (players and "
+                                         "a reverse proxy all connect from one address)")
     limits: Limits = Field(default_factory=Limits)
 
     @field_validator("tokens", mode="before")
@@ -82,6 +90,13 @@ class ServiceConfig(BaseModel):
         # Each WSGI player holds one thread in a long poll; each client step holds one: 2 x players + spare
         # (serving-and-scale.md, "threads >= 2 x long-polls + 4").
         return self.threads or 2 * self.limits.total_players + 8
+
+    @property
+    def connection_policy(self):
+        from unirender.transport.serving import ConnectionPolicy
+
+        return ConnectionPolicy(untrusted_idle_s=self.untrusted_idle_s, client_idle_s=self.client_idle_s,
+                                player_idle_s=self.player_idle_s, per_address=self.connections_per_address)
 
     def is_loopback(self) -> bool:
         if self.host == "localhost":

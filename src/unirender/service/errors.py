@@ -76,9 +76,13 @@ def from_unirender_error(exc: BaseException) -> ApiError:
         return ApiError(410, "session_ended", str(exc))
     if isinstance(exc, SessionLostError):
         return ApiError(502, "session_lost", str(exc))
-    if isinstance(exc, SpecError):
-        errors = [{"path": p, "message": m} for p, m in exc.errors]
-        return ApiError(422, "invalid_spec", str(exc), errors=errors)
+    if isinstance(exc, SpecError):  # bounded, wherever the error came from (a body, a job spec)
+        errors = [{"path": p, "message": m} for p, m in exc.errors[:_MAX_PROBLEMS]]
+        lines = str(exc).split("\n", _MAX_PROBLEMS + 2)[: _MAX_PROBLEMS + 2]  # a header, problems, "... more"
+        omitted = getattr(exc, "omitted", 0) + max(0, len(exc.errors) - len(errors))
+        if len(exc.errors) > len(errors):
+            lines.append(f"  ... and {omitted} more problems (not listed)")
+        return ApiError(422, "invalid_spec", "\n".join(lines)[:_MAX_MESSAGE], errors=errors, omitted=omitted)
     if isinstance(exc, ActionError):
         return ApiError(400, "invalid_action", str(exc), error_code=exc.error_code)
     if isinstance(exc, RestartError):
@@ -100,6 +104,10 @@ def from_unirender_error(exc: BaseException) -> ApiError:
     if isinstance(exc, PlatformError):
         return ApiError(503, "platform_unavailable", str(exc))
     return ApiError(500, "internal_error", f"{type(exc).__name__}: {exc}")
+
+
+_MAX_PROBLEMS = 20  # problems listed in one 422 (models.MAX_REPORTED_PROBLEMS for request bodies)
+_MAX_MESSAGE = 16 * 1024  # characters of one error message
 
 
 def _first_line(exc: BaseException) -> str:

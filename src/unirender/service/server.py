@@ -5,10 +5,14 @@ players, a thread pool so a player's long poll never blocks a client, and no req
 
 - ``threads = 2 x total_players + 8``: each WSGI player holds a thread in its long poll while its client's step
   holds another; the rest serve the API.
-- buffers, receive size and ``channel_timeout`` from ``transport.hub.waitress_options``: frames stay in memory
-  (the default 1 MiB ``outbuf_overflow`` spills them to a temp file, 3x slower), and a player's idle keep-alive
-  connection is never closed (Unity never reconnects).
-- ``max_request_body_size``: the player limit (raw frames); client bodies have their own, smaller limit.
+- buffers and receive size from ``transport.serving.waitress_options``: frames stay in memory (the default 1 MiB
+  ``outbuf_overflow`` spills them to a temp file, 3x slower).
+- connections (``transport.serving.ConnectionPolicy``): one without a verified token is closed after
+  ``untrusted_idle_s`` idle seconds (10), a client's after ``client_idle_s`` (120), a verified player's after
+  ``player_idle_s`` (a day: Unity never reconnects); ``connection_limit`` (1000) is far above what idle
+  attackers can hold through that churn, and idle connections hold no thread (only a request in flight does).
+- ``max_request_body_size``: the player limit (raw frames); a client body over ``limits.body_bytes``, or one
+  whose head carries no valid token, is refused (JSON 413/401) from its head, before any of it is read.
 
 Shutdown (SIGTERM): stop accepting, fail in-flight steps cleanly by stopping every player (clients get a JSON
 error), wait for in-flight requests, then close every connection, the players' virtual displays and exit 0.
@@ -26,7 +30,7 @@ from waitress.server import create_server
 
 from unirender.service.app import ServiceApp, create_app, make_player_hub
 from unirender.service.config import ServiceConfig
-from unirender.transport.hub import quick_ack_channel_class
+from unirender.transport.serving import apply_connection_policy, quick_ack_channel_class
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +38,7 @@ log = logging.getLogger(__name__)
 _DIRECT_SEND_MIN = 64 * 1024
 
 
-def service_channel_class():
+def service_channel_class(config: ServiceConfig | None = None, authorize_body=None):
     """The transport's quick-ACK channel, plus one shortcut for big response bodies (frames).
 
     waitress copies every body into its output buffer (a ``BytesIO`` above 8 KiB), then copies it out again in
@@ -45,7 +49,11 @@ def service_channel_class():
     """
     from waitress.channel import ClientDisconnected, HTTPChannel
 
-    base = quick_ack_channel_class()
+    if config is None:
+        base = quick_ack_channel_class()
+    else:
+        base = quick_ack_channel_class(config.connection_policy, client_body_bytes=config.limits.body_bytes,
+                                       authorize_body=authorize_body)
 
     class ServiceChannel(base):
         def write_soon(self, data):
@@ -78,13 +86,13 @@ def service_channel_class():
 
 def waitress_settings(config: ServiceConfig) -> dict:
     """The transport's settings for serving players (buffers, idle timeout), plus the API's threads and limits."""
-    from unirender.transport.hub import waitress_options
+    from unirender.transport.serving import waitress_options
 
-    settings = waitress_options(config.limits.total_players)
+    settings = waitress_options(config.limits.total_players, config.connection_policy)
     settings.update(
         threads=config.wsgi_threads,
         max_request_body_size=max(config.player_body_bytes, config.limits.body_bytes),
-        connection_limit=max(100, 4 * config.wsgi_threads),
+        connection_limit=config.connection_limit,
         asyncore_use_poll=True,
         expose_tracebacks=False,
         ident="unirender",
@@ -102,7 +110,8 @@ class Server:
         self.waitress = create_server(self.app, host=config.host, port=config.port, **waitress_settings(config))
         # Unity sends head and body in two writes: ACK each read at once or every step waits ~40 ms. Big
         # bodies skip waitress's output buffer when they can (service_channel_class).
-        self.waitress.channel_class = service_channel_class()
+        self.waitress.channel_class = service_channel_class(config, self.app.authorize_body)
+        apply_connection_policy(self.waitress, config.connection_policy)
         self.host, self.port = self.waitress.getsockname()[:2]
         # Players connect to this very port (the app mounts the hub at /train): one port for everyone.
         self.app.hub = make_player_hub(self.host, self.port, config)

@@ -25,7 +25,10 @@ WATCH_PERIOD_S = 0.05
 
 
 class Transport(abc.ABC):
-    """Common interface of :class:`FifoServer` and :class:`WsgiServer` (see ``docs/internals.md``)."""
+    """Common interface of :class:`FifoServer` and :class:`WsgiTransport` (see ``docs/internals.md``).
+
+    ``last_action`` is the one record of the action last sent (as prepared, with its sequence id): the crash
+    reports quote it and ``Controller.last_action`` reads it."""
 
     server_type: str = ""
 
