@@ -35,6 +35,9 @@ log = logging.getLogger(__name__)
 
 # Frames one /v1/render may return: bigger renders are jobs.
 MAX_RENDER_FRAMES = 256
+# A console form (login, an action, cancel) is a few hundred bytes; 16 KiB leaves room without letting an
+# unauthenticated sender make the server hold a real body.
+CONSOLE_FORM_BYTES = 16 * 1024
 
 URLS = Map(
     [
@@ -266,9 +269,13 @@ class ServiceApp:
         raise ApiError(401, "invalid_token", "unknown token",
                        headers={"WWW-Authenticate": 'Bearer realm="unirender", error="invalid_token"'})
 
-    def authorize_body(self, headers: dict) -> tuple | None:
+    def authorize_body(self, path: str, length: int, headers: dict) -> tuple | None:
         """For the server's channel: a request body is received only if its head carries a valid token
-        (``headers`` as waitress parses them). Returns ``(status, code, message, headers)`` to refuse it."""
+        (``headers`` as waitress parses them). Returns ``(status, code, message, headers)`` to refuse it.
+        The console's forms (login, actions) carry no bearer header: the console checks its cookie and CSRF token
+        itself, so under ``/ui/`` only a body small enough for a form is let through unauthenticated."""
+        if path.startswith("/ui/") and length <= CONSOLE_FORM_BYTES:
+            return None
         try:
             self.token_owner(headers.get("AUTHORIZATION", ""))
         except ApiError as exc:
@@ -399,16 +406,20 @@ class ServiceApp:
         fmt = self._format(request)
         modalities = _parse_modalities(request)
         action = self._body(request)
-        if not isinstance(action.get("action"), str) or not action["action"]:
+        self.check_step(owner, session_id, action)
+        started = time.perf_counter()
+        event = self.sessions.step(owner, session_id, action)
+        return self._event_response(event, fmt, modalities, time.perf_counter() - started)
+
+    def check_step(self, owner: str, session_id: str, action) -> None:
+        """Every limit on one action sent to a session (the API's step and the console's keys alike)."""
+        if not isinstance(action, dict) or not isinstance(action.get("action"), str) or not action["action"]:
             raise ApiError(400, "invalid_action", "the body must be an action object with an 'action' name, "
                            'e.g. {"action": "RotateRight", "degrees": 90}')
         state = PlayerState()  # only cameras depend on the session; other bad actions are 422 whatever it is
         if action["action"] == "AddThirdPartyCamera":
             state = self.policy.session_state(self.sessions.get(owner, session_id).session)
         self.policy.check_action(action, state)
-        started = time.perf_counter()
-        event = self.sessions.step(owner, session_id, action)
-        return self._event_response(event, fmt, modalities, time.perf_counter() - started)
 
     def ep_reset(self, request, owner, session_id):
         fmt = self._format(request)

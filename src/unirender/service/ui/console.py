@@ -210,11 +210,7 @@ class Console:
 
     def ep_action(self, request, owner, session_id):
         body = self.app._body(request)
-        if not isinstance(body.get("action"), str) or not body["action"]:
-            raise ApiError(400, "invalid_action", 'send an action object, e.g. {"action": "MoveAhead"}')
-        self.app._check_action(body)
-        if body["action"] == "AddThirdPartyCamera":
-            self.app._check_camera_count(self.app.sessions.get(owner, session_id).session)
+        self.app.check_step(owner, session_id, body)
         event = self.app.sessions.step(owner, session_id, body)
         meta = event.metadata
         return self._json({"action": body["action"], "success": meta.get("lastActionSuccess"),
