@@ -53,7 +53,7 @@ def test_png_dataset_matches_direct_run(png_dataset, reference_frames):
     assert result.frames == result.frames_written == SMALL_JOB_FRAMES and not result.failed
     assert_same_frames(dataset_frames(out), reference_frames)
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["counts"] == {"episodes": 2, "units": 3, "frames": SMALL_JOB_FRAMES}
+    assert manifest["counts"] == {"episodes": 2, "units": 3, "chunks": 5, "frames": SMALL_JOB_FRAMES}
     assert manifest["platform"] == "EGL" and manifest["device"]
     assert manifest["player_version"].startswith("unirender-player")
     assert manifest["spec"]["render"]["cameras"][0]["name"] == "corner"
@@ -180,7 +180,7 @@ def test_resume_after_sigkill_at_random_points_gives_the_same_dataset(tmp_path, 
         out = tmp_path / f"k{kill_at}"
 
         def enough_frames(out=out, kill_at=kill_at):
-            return len(list(out.glob("frames/*/*.frame.png"))) >= kill_at
+            return len(list(out.glob("frames/*/*/*.frame.png"))) >= kill_at
 
         job = run_and_sigkill(tmp_path, small_job(out, fmt="png"), f"k{kill_at}", enough_frames)
         done = subprocess.run([*CLI, "render", str(job)], capture_output=True, text=True, timeout=90)
@@ -323,7 +323,7 @@ def test_ctrl_c_stops_the_job_and_its_players(tmp_path):
     try:
         deadline = time.monotonic() + 60
         while (
-            proc.poll() is None and time.monotonic() < deadline and not any(out.glob("frames/*/*.frame.png"))
+            proc.poll() is None and time.monotonic() < deadline and not any(out.glob("frames/*/*/*.frame.png"))
         ):
             time.sleep(0.01)
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group

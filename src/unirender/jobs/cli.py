@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from unirender.errors import SpecError, UnirenderError
@@ -40,7 +41,7 @@ def register(sub) -> None:
 
 def _run(spec, args) -> int:
     from unirender.jobs.progress import reporter_for
-    from unirender.jobs.runner import render
+    from unirender.jobs.runner import JobInterrupted, render
 
     backend = None
     try:
@@ -58,6 +59,16 @@ def _run(spec, args) -> int:
             reporter=reporter_for(sys.stderr, quiet=args.quiet),
             backend=backend,
         )
+    except JobInterrupted as exc:
+        print(
+            f"unirender: interrupted: {exc.frames_kept:,} frames kept in {exc.directory}, {exc.units_left} "
+            f"unit{'s' if exc.units_left != 1 else ''} left; run the same command to resume",
+            file=sys.stderr,
+            flush=True,
+        )
+        if exc.immediate:  # a second Ctrl-C: no waiting for anything (the players die with us, PDEATHSIG)
+            os._exit(130)
+        return 130
     except SpecError as exc:
         print(f"unirender: {exc}", file=sys.stderr)
         return 2
@@ -65,10 +76,7 @@ def _run(spec, args) -> int:
         print(f"unirender: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(
-            "unirender: interrupted; finished episodes are kept: run the same command to resume",
-            file=sys.stderr,
-        )
+        print("unirender: interrupted before rendering started", file=sys.stderr)
         return 130
     finally:
         if backend is not None:

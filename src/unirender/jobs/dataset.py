@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from unirender.jobs.encoding import decode_array
+from unirender.jobs.manifest import dataset_records
 from unirender.jobs.state import MANIFEST, METADATA, JobError
 
 
@@ -26,8 +27,11 @@ class Dataset:
             raise JobError(
                 f"{self.root} is not a finished dataset (no {MANIFEST}); run its job again to finish it"
             ) from None
-        with open(self.root / METADATA, encoding="utf-8") as f:
-            self.records: list[dict[str, Any]] = [json.loads(line) for line in f if line.strip()]
+        if "units" in self.manifest:
+            self.records: list[dict[str, Any]] = list(dataset_records(self.root, self.manifest["units"]))
+        else:  # written before chunked metadata: one JSON line per frame
+            with open(self.root / METADATA, encoding="utf-8") as f:
+                self.records = [json.loads(line) for line in f if line.strip()]
         self.format: str = self.manifest["output"]["format"]
         self.depth16_scale: float | None = self.manifest["output"].get("depth16_scale")
         self._archive_path: str | None = None
