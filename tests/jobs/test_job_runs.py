@@ -323,7 +323,9 @@ def test_ctrl_c_stops_the_job_and_its_players(tmp_path):
     try:
         deadline = time.monotonic() + 60
         while (
-            proc.poll() is None and time.monotonic() < deadline and not any(out.glob("frames/*/*/*.frame.png"))
+            proc.poll() is None
+            and time.monotonic() < deadline
+            and not any(out.glob("frames/*/*/*.frame.png"))
         ):
             time.sleep(0.01)
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group

@@ -25,7 +25,10 @@ AGENT = "agent"
 
 
 def _object_types(metadata: dict[str, Any]) -> dict[str, str]:
-    return {o["objectId"]: o.get("objectType") or o["objectId"].split("|")[0] for o in metadata.get("objects") or []}
+    return {
+        o["objectId"]: o.get("objectType") or o["objectId"].split("|")[0]
+        for o in metadata.get("objects") or []
+    }
 
 
 def instance_masks(segmentation: np.ndarray, colors: dict[tuple, str]) -> dict[str, np.ndarray]:
@@ -57,7 +60,10 @@ def coco_objects(segmentation: np.ndarray, metadata: dict[str, Any]) -> list[dic
                 "category": types.get(object_id, object_id.split("|")[0]),
                 "bbox": [x, y, w, h],
                 "area": int(mask.sum()),
-                "segmentation": {"size": [int(v) for v in rle["size"]], "counts": rle["counts"].decode("ascii")},
+                "segmentation": {
+                    "size": [int(v) for v in rle["size"]],
+                    "counts": rle["counts"].decode("ascii"),
+                },
                 "iscrowd": 0,
             }
         )
@@ -80,7 +86,15 @@ def camera_entry(position: dict, rotation: dict, fov: float, width: int, height:
     pose[:3, :3] = _rotation_matrix(rotation.get("x", 0.0), rotation.get("y", 0.0), rotation.get("z", 0.0))
     pose[:3, 3] = [position["x"], position["y"], position["z"]]
     return {
-        "intrinsics": {"width": width, "height": height, "fov_y": fov, "fx": fy, "fy": fy, "cx": width / 2, "cy": height / 2},
+        "intrinsics": {
+            "width": width,
+            "height": height,
+            "fov_y": fov,
+            "fx": fy,
+            "fy": fy,
+            "cx": width / 2,
+            "cy": height / 2,
+        },
         "position": {k: position[k] for k in ("x", "y", "z")},
         "rotation": {k: rotation.get(k, 0.0) for k in ("x", "y", "z")},
         "camera_to_world": np.round(pose, 9).tolist(),
@@ -94,7 +108,11 @@ def cameras_of(event, camera_names: list[str]) -> dict[str, dict[str, Any]]:
     out = {
         AGENT: camera_entry(
             m["cameraPosition"],
-            {"x": agent.get("cameraHorizon", 0.0), "y": (agent.get("rotation") or {}).get("y", 0.0), "z": 0.0},
+            {
+                "x": agent.get("cameraHorizon", 0.0),
+                "y": (agent.get("rotation") or {}).get("y", 0.0),
+                "z": 0.0,
+            },
             float(m.get("fov", 90.0)),
             width,
             height,
@@ -155,13 +173,19 @@ def write_annotation_files(root: Path, spec, records: Iterator[dict[str, Any]]) 
             if objects is None:
                 continue
             h, w = size
-            images[name].append({"id": frame_id, "file_name": frame_file(record, key), "height": h, "width": w})
+            images[name].append(
+                {"id": frame_id, "file_name": frame_file(record, key), "height": h, "width": w}
+            )
             for obj in objects:
                 category = categories.setdefault(obj["category"], len(categories) + 1)
-                anns[name].append({**obj, "id": len(anns[name]) + 1, "image_id": frame_id, "category_id": category})
+                anns[name].append(
+                    {**obj, "id": len(anns[name]) + 1, "image_id": frame_id, "category_id": category}
+                )
         if "cameras" in parts:
             depth = {
-                name: frame_file(record, "depth_frame" if name == AGENT else f"third_party_depth_frames.{name}")
+                name: frame_file(
+                    record, "depth_frame" if name == AGENT else f"third_party_depth_frames.{name}"
+                )
                 for name in names
             }
             cameras_frames.append(
@@ -175,7 +199,10 @@ def write_annotation_files(root: Path, spec, records: Iterator[dict[str, Any]]) 
     written = []
     out = Path(root) / "annotations"
     if "coco" in render.annotations:
-        cats = [{"id": i, "name": n, "supercategory": "object"} for n, i in sorted(categories.items(), key=lambda x: x[1])]
+        cats = [
+            {"id": i, "name": n, "supercategory": "object"}
+            for n, i in sorted(categories.items(), key=lambda x: x[1])
+        ]
         for name in names:
             doc = {"info": {"description": f"unirender instances, camera {name}"}, "images": images[name],
                    "annotations": anns[name], "categories": cats}  # fmt: skip

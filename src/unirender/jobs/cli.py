@@ -27,7 +27,9 @@ def register(sub) -> None:
         default=None,
         help="where the players live: player processes driven from here (default), or Ray actors (unirender[ray])",
     )
-    p.add_argument("--ray-address", default=None, help="Ray cluster to join (default: $RAY_ADDRESS, or a local one)")
+    p.add_argument(
+        "--ray-address", default=None, help="Ray cluster to join (default: $RAY_ADDRESS, or a local one)"
+    )
     p.set_defaults(func=cmd_render)
 
     d = sub.add_parser("demo", help="render a short tour of a built-in scene in every modality")

@@ -91,8 +91,11 @@ def build_manifest(
             "depth_format": spec.render.depth_format,
             "frame_keys": sorted(keys),
             "frames_per_shard": spec.output.frames_per_shard,
-            "metadata": {"keep": spec.output.metadata, "files": f"{META_DIR}/<unit>-<chunk>{META_SUFFIX}",
-                         "encoding": "msgpack list of frame records, zstd-compressed"},  # fmt: skip
+            "metadata": {
+                "keep": spec.output.metadata,
+                "files": f"{META_DIR}/<unit>-<chunk>{META_SUFFIX}",
+                "encoding": "msgpack list of frame records, zstd-compressed",
+            },  # fmt: skip
             "annotations": list(spec.render.annotations),
         },
         "units": entries,

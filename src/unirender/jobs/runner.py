@@ -90,7 +90,10 @@ class JobInterrupted(KeyboardInterrupt):
 
     def __init__(self, directory: Path, frames_kept: int, units_left: int, immediate: bool = False):
         self.directory, self.frames_kept, self.units_left, self.immediate = (
-            directory, frames_kept, units_left, immediate
+            directory,
+            frames_kept,
+            units_left,
+            immediate,
         )
         super().__init__(f"{frames_kept:,} frames kept in {directory}, {units_left} units left")
 
@@ -265,7 +268,9 @@ class JobRunner:
                     unknown += 1
                 unit_dir = self.root / FRAMES_DIR / unit.id
                 if (total is None or missing) and unit_dir.is_dir():
-                    open_dirs += [d for d in unit_dir.iterdir() if not d.name.isdigit() or int(d.name) not in done]
+                    open_dirs += [
+                        d for d in unit_dir.iterdir() if not d.name.isdigit() or int(d.name) not in done
+                    ]
             state.sweep(open_dirs)
             pending_units = {u.id for u, _, _ in runs}
             self._units_total = len(units)
@@ -419,7 +424,9 @@ class JobRunner:
             advice = "run the same job again to resume"
         with self._lock:
             if self._failure is exc:
-                self._failure_report += f"\n  {kept:,} frames are kept in {self.root} ({left} units left); {advice}."
+                self._failure_report += (
+                    f"\n  {kept:,} frames are kept in {self.root} ({left} units left); {advice}."
+                )
         self._stop.set()
 
     def _worker(self, wid: int, kwargs: dict[str, Any]) -> None:
@@ -558,7 +565,9 @@ class JobRunner:
                 wait_s += time.perf_counter() - t1
                 written += 1
                 self._advance(1)
-                self.reporter.worker(wid, f"{unit.id}: frame {index + 1}/{self._unit_totals.get(unit.id, '?')}")
+                self.reporter.worker(
+                    wid, f"{unit.id}: frame {index + 1}/{self._unit_totals.get(unit.id, '?')}"
+                )
                 if self._stopping():
                     raise _Cancelled
             t0 = time.perf_counter()

@@ -29,7 +29,16 @@ METADATA = "metadata.jsonl"
 CONTACT_SHEET = "contact_sheet.png"
 ANNOTATIONS_DIR = "annotations"
 # What a job owns in its output directory; --no-resume removes exactly these, nothing else.
-OWNED_PATHS = (STATE_DIR, FRAMES_DIR, SHARDS_DIR, META_DIR, ANNOTATIONS_DIR, MANIFEST, METADATA, CONTACT_SHEET)
+OWNED_PATHS = (
+    STATE_DIR,
+    FRAMES_DIR,
+    SHARDS_DIR,
+    META_DIR,
+    ANNOTATIONS_DIR,
+    MANIFEST,
+    METADATA,
+    CONTACT_SHEET,
+)
 
 
 class JobError(UnirenderError):
@@ -121,5 +130,11 @@ class JobState:
         """Remove temporaries a killed run left: they can only be in the flat directories (shards, metadata,
         annotations, the root) and in the png directories of chunks that are not committed, so this costs
         O(chunks), not O(files)."""
-        dirs = [self.root, self.dir, self.root / SHARDS_DIR, self.root / META_DIR, self.root / ANNOTATIONS_DIR]
+        dirs = [
+            self.root,
+            self.dir,
+            self.root / SHARDS_DIR,
+            self.root / META_DIR,
+            self.root / ANNOTATIONS_DIR,
+        ]
         return sum(sweep_temp_files(d, recursive=False) for d in dirs + open_chunk_dirs)

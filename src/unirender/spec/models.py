@@ -191,7 +191,8 @@ class RenderSpec(_Strict):
     def _coco_needs_instances(self) -> RenderSpec:
         if "coco" in self.annotations and "instance_segmentation" not in self.modalities:
             raise _FieldError(
-                "annotations", "'coco' is made from the instance masks: add 'instance_segmentation' to modalities"
+                "annotations",
+                "'coco' is made from the instance masks: add 'instance_segmentation' to modalities",
             )
         return self
 
@@ -320,7 +321,9 @@ class OutputSpec(_Strict):
         description="frames per shard: the unit of commit (a stop loses at most one shard); npz / webdataset "
         "write one archive per shard",
     )
-    compress: bool = Field(True, description="npz: deflate the arrays (smaller; see docs/jobs.md for figures)")
+    compress: bool = Field(
+        True, description="npz: deflate the arrays (smaller; see docs/jobs.md for figures)"
+    )
     metadata: Literal["all", "none"] | list[str] = Field(
         "all",
         description="per-frame metadata kept: 'all', 'none', or key paths such as 'agent', 'objects.position' "
