@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from unirender._process import ManagedProcess
+from unirender._process import ManagedProcess, in_terminal_foreground
 from unirender.errors import ActionError, PlayerCrashedError, PlayerError, RestartError
 from unirender.protocol import ProtocolError, build_event
 from unirender.protocol.images import parse_depth_format
@@ -235,7 +235,15 @@ class Controller:
             self.transport.send_timeout = self.server_timeout
         self.transport.start()
         name = "unirender-player (builtin)" if self.builtin else Path(self.executable).name
-        self.process = ManagedProcess(self._command(), env=self._environment(), log_path=self.log_path, name=name)
+        # Out of the terminal's foreground group: a Ctrl-C is the caller's to handle (a job stops its players
+        # as a normal stop); a player that saw it too would exit 130 and look like a crash.
+        self.process = ManagedProcess(
+            self._command(),
+            env=self._environment(),
+            log_path=self.log_path,
+            name=name,
+            new_session=in_terminal_foreground(),
+        )
         self.transport.attach(self.process)
         self._set_event(self.transport.receive(self.server_start_timeout))
 

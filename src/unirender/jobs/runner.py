@@ -55,6 +55,8 @@ class JobResult:
     device: str | None = None
     cancelled: bool = False
     failed: bool = False
+    # Per worker of this run: frames it rendered, and its session's info() on a backend (node, pid, ...).
+    players: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -190,6 +192,7 @@ class JobRunner:
         self._sized: set[str] = set()
         self._open_ended = 0
         self._n_workers = 1
+        self._player_stats: list[dict[str, Any]] = []
         self._units: list[WorkUnit] = []
 
     # -- players ------------------------------------------------------------------------------------------
@@ -360,6 +363,8 @@ class JobRunner:
                     for w in range(n)
                 ]
                 self._workers_running = n
+                self._player_stats = [{"worker": w, "frames": 0} for w in range(n)]
+                result.players = self._player_stats
                 for t in threads:
                     t.start()
                 # Wait on an Event, not Thread.join: on Python 3.11 a Ctrl-C inside join() marks a running
@@ -552,6 +557,9 @@ class JobRunner:
                 if first:
                     first = False
                     self._note_player(player, event)
+                    info = getattr(player, "info", None)
+                    if callable(info) and "node" not in self._player_stats[wid]:
+                        self._player_stats[wid].update(info())
                     missing = missing_modalities(event, render)
                     if missing:
                         raise EpisodeFailed(
@@ -564,6 +572,7 @@ class JobRunner:
                 step_s += t1 - t0
                 wait_s += time.perf_counter() - t1
                 written += 1
+                self._player_stats[wid]["frames"] += 1
                 self._advance(1)
                 self.reporter.worker(
                     wid, f"{unit.id}: frame {index + 1}/{self._unit_totals.get(unit.id, '?')}"
