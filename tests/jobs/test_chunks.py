@@ -303,3 +303,16 @@ def test_metadata_none_and_a_selection_are_what_load_dataset_gives(tmp_path):
     assert [sorted(r["metadata"]) for r in records] == [["agent", "lastActionSuccess"]] * 3
     assert list(records[0]["metadata"]["agent"]) == ["position"]
     assert re.fullmatch(r"frames/e0000-FloorPlan1_physics-r000/0000", records[0]["location"])
+
+
+def test_an_action_error_fails_the_job_without_advising_a_resume(tmp_path):
+    job = generator_job(tmp_path / "a")
+    job["episodes"] = [
+        {"scene": "FloorPlan1_physics", "actions": ["MoveAhead", {"action": "RotateRight", "degrees": "far"}]}
+    ]
+    with pytest.raises(JobError) as info:
+        render(job)
+    message = str(info.value)
+    assert "ActionError" in message and "fix the spec" in message, message
+    assert "run the same job again" not in message
+    assert player_pids() == []

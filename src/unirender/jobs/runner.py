@@ -634,10 +634,14 @@ def render(
     ``cancel`` stops the job after the current frames (the result has ``cancelled=True``; run it again to
     resume). Raises ``SpecError`` before anything starts, ``JobError`` when an episode fails for good.
     """
-    from unirender.spec import check_builtin_scenes, load_spec
+    from unirender.spec import check_actions, check_builtin_scenes, load_spec, spec_warnings_text
 
     spec = load_spec(spec_or_path)
     check_builtin_scenes(spec)
+    warnings = check_actions(spec)
+    if warnings:
+        (reporter or Reporter()).log(spec_warnings_text(spec, warnings))
+        log.warning("%s", spec_warnings_text(spec, warnings))
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise SpecError(
             f"workers: must be an int of at least 1, got {workers!r}", [("workers", "at least 1")]

@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from unirender.spec.errors import _FieldError
+
 Modality = Literal["rgb", "depth", "instance_segmentation", "semantic_segmentation", "normals", "flow"]
 MODALITIES: tuple[str, ...] = Modality.__args__  # type: ignore[attr-defined]
 
@@ -392,11 +394,3 @@ class JobSpec(_Strict):
             data["environment"].pop(key)
         blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()
-
-
-class _FieldError(ValueError):
-    """A model-level rule that belongs to one field: the loader reports it under that field's path."""
-
-    def __init__(self, field: str, message: str):
-        self.field = field
-        super().__init__(message)
