@@ -329,3 +329,20 @@ def test_missing_modalities_are_named():
     doc["render"]["modalities"].append("flow")
     doc["render"]["flow_policy"] = "previous_step"
     assert missing_modalities(event, load_spec(doc).render) == ["flow"]
+
+
+def test_first_eta_ignores_the_time_before_the_first_frame(monkeypatch):
+    from unirender.jobs import progress
+
+    clock = [100.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+    counts = progress._Counts()
+    counts.total = 1000
+    clock[0] += 30.0  # players starting, scenes loading: no frame yet
+    counts.count(1)
+    assert counts.eta() is None  # one frame tells nothing about the rate
+    for _ in range(9):
+        clock[0] += 0.1  # then 10 frames/s
+        counts.count(1)
+    assert counts.eta() == pytest.approx(99.0)  # 990 frames left at 10/s, not 990 / (10 / 31 s) = 3069 s
+    assert progress._format_eta(99.0) == "1:39" and progress._format_eta(3725) == "1:02:05"
