@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from job_helpers import player_pids
+from job_helpers import image_files, player_pids, records_without_clock
 
 from unirender.jobs import JobError, load_dataset, render
 from unirender.jobs.atomic import TEMP_MARK
@@ -44,25 +44,6 @@ def generator_job(out: Path | str, *, count: int = FRAMES, fmt: str = "png", **o
         "output": {"directory": str(out), "format": fmt, "frames_per_shard": CHUNK, **output},
         "workers": 1,
     }
-
-
-def image_files(root: Path) -> dict[str, bytes]:
-    out = {}
-    for sub in ("frames", "shards"):
-        base = root / sub
-        if base.is_dir():
-            out.update(
-                {str(p.relative_to(root)): p.read_bytes() for p in sorted(base.rglob("*")) if p.is_file()}
-            )
-    return out
-
-
-def records_without_clock(root: Path) -> list[dict]:
-    """Frame records as read back; ``currentTime`` is the player's wall clock, the only key that differs."""
-    records = load_dataset(root).records
-    for r in records:
-        r["metadata"].pop("currentTime", None)
-    return records
 
 
 def committed_frames(root: Path) -> int:
