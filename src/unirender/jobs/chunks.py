@@ -21,7 +21,6 @@ import hashlib
 import json
 import os
 import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,9 +32,10 @@ import zstandard
 META_DIR = "meta"
 META_SUFFIX = ".msgpack.zst"
 COMMIT_LOG = "commits.log"
-# zstd level 9: per 100-frame chunk it is ~3x smaller than level 3 on frame metadata and still a few ms per
-# chunk, which the write-behind thread hides behind rendering (docs/jobs.md has the measurement).
-ZSTD_LEVEL = 9
+# zstd level 3: on the grid example's frame metadata (100 frames of ~49 KB JSON per chunk) it gives ~120 bytes
+# per frame in ~1 ms per chunk; level 9 saves another ~15 % for ~25x the time, level 19 ~20 % for ~600x
+# (benchmarks/jobs.py --datasets).
+ZSTD_LEVEL = 3
 
 
 def chunk_name(unit_id: str, chunk: int) -> str:
@@ -135,9 +135,6 @@ class CommitLog:
                 self.repair()
                 raise
             os.close(fd)
-
-    def write_all(self, commits: Iterator[Commit]) -> None:
-        self.path.write_bytes(b"".join(c.line() for c in commits))
 
 
 def select_metadata(metadata: dict[str, Any], keep: str | list[str]) -> dict[str, Any]:
