@@ -355,6 +355,7 @@ def test_render_command_out_workers_and_no_resume(tmp_path, capsys):
     out = str(tmp_path / "elsewhere")
     assert main(["render", str(tmp_path / "a.yaml"), "--out", out, "--workers", "1", "--quiet"]) == 0
     assert not (tmp_path / "spec-dir").exists()  # --out wins over output.directory
+    assert json.loads((Path(out) / "manifest.json").read_text())["directory"] == str(Path(out).resolve())
     assert "2 frames in 1 episode -> " in capsys.readouterr().out
     assert main(["render", str(tmp_path / "b.yaml"), "--out", out, "--quiet"]) == 1  # resume: refused
     assert "holds a different job" in capsys.readouterr().err

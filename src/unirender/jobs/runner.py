@@ -263,6 +263,7 @@ class JobRunner:
                 done = self._committed.get(unit.id, {})
                 total = self._unit_total(unit)
                 if total is not None:
+                    self._sized.add(unit.id)  # counted here, not again when the grid is loaded
                     missing = [k for k in range(math.ceil(total / chunk)) if k not in done]
                     runs += [(unit, lo, hi) for lo, hi in _contiguous(missing)]
                     self._frames_total += sum(min(chunk, total - k * chunk) for k in missing)
