@@ -165,6 +165,15 @@ class _ShardedEpisodeWriter(EpisodeWriter):
     def _write_members(self, index, frames, metadata) -> dict[str, str]: ...
 
 
+def _set_compress_level(info: zipfile.ZipInfo, level: int) -> None:
+    """A ZipInfo handed to ``ZipFile.open`` keeps its own level (the archive's applies only to plain names);
+    the attribute is ``_compresslevel`` up to Python 3.12, ``compress_level`` from 3.13."""
+    for attr in ("compress_level", "_compresslevel"):
+        if hasattr(info, attr):
+            setattr(info, attr, level)
+            return
+
+
 class NpzEpisodeWriter(_ShardedEpisodeWriter):
     """``numpy.load`` reads the shards; arrays are written straight into the archive (no temp copies)."""
 
@@ -185,6 +194,7 @@ class NpzEpisodeWriter(_ShardedEpisodeWriter):
             name = f"{index:06d}.{safe_name(key)}"
             info = zipfile.ZipInfo(name + ".npy", date_time=_FIXED_ZIP_TIME)
             info.compress_type = self._zip.compression
+            _set_compress_level(info, NPZ_DEFLATE_LEVEL)
             info.external_attr = 0o644 << 16
             # One contiguous copy, written as a buffer (write_array would copy twice for the flipped views).
             data = np.asarray(array)
