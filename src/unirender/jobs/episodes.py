@@ -87,6 +87,22 @@ def generated_poses(generator: GridGenerator | RandomGenerator, positions, repea
 
 
 def run_unit(
+    controller, unit: WorkUnit, render: RenderSpec, *, on_total: Callable[[int], None] | None = None
+) -> Iterator[Any]:
+    """Drive ``controller`` through the whole of ``unit``; yields the Event of every frame to record, in order.
+
+    ``on_total(n)`` is called once the unit's frame count is known (after the reachable positions for a grid).
+    """
+
+    def total(n: int) -> None:
+        if on_total is not None:
+            on_total(n)
+
+    for _index, event in run_frames(controller, unit, render, on_total=total):
+        yield event
+
+
+def run_frames(
     controller,
     unit: WorkUnit,
     render: RenderSpec,

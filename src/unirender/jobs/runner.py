@@ -26,7 +26,7 @@ from unirender.errors import ActionError, PlayerCrashedError, PlayerTimeoutError
 from unirender.jobs.annotations import annotator_for
 from unirender.jobs.atomic import write_atomic
 from unirender.jobs.chunks import Commit, digest, encode_records, meta_path
-from unirender.jobs.episodes import EpisodeFailed, WorkUnit, expand_units, missing_modalities, run_unit
+from unirender.jobs.episodes import EpisodeFailed, WorkUnit, expand_units, missing_modalities, run_frames
 from unirender.jobs.manifest import build_manifest, write_annotations, write_manifest
 from unirender.jobs.plan import auto_workers, resolve_platform
 from unirender.jobs.progress import Reporter
@@ -545,7 +545,7 @@ class JobRunner:
             end[0] = self._size_known(task, n)
             return end[0]
 
-        events = run_unit(player, unit, render, start=start, end=task.end, on_total=on_total)
+        events = run_frames(player, unit, render, start=start, end=task.end, on_total=on_total)
         try:
             first = True
             while True:
