@@ -109,9 +109,11 @@ class KillingReporter(Reporter):
 
     def __init__(self, at: int, times: int = 1):
         self.at, self.times, self.frames, self.kills, self.messages = at, times, 0, 0, []
+        self.rendered = 0  # every frame rendered, redone ones included
 
     def advance(self, frames=1):
         self.frames += frames
+        self.rendered += max(frames, 0)
         if frames > 0 and self.frames >= self.at and self.kills < self.times:
             self.kills += 1
             kill_one_player()
@@ -124,8 +126,9 @@ def test_player_crash_redoes_only_the_lost_episode(tmp_path, reference_frames):
     reporter = KillingReporter(at=6)
     result = render(small_job(tmp_path / "c", fmt="npz"), reporter=reporter)
     assert reporter.kills == 1
-    assert any("redoing" in m for m in reporter.messages), reporter.messages
+    assert any("redoing its open chunk" in m for m in reporter.messages), reporter.messages
     assert result.frames == SMALL_JOB_FRAMES
+    assert 0 < reporter.rendered - SMALL_JOB_FRAMES <= 3  # a lost player costs at most its open chunk
     assert_same_frames(dataset_frames(tmp_path / "c"), reference_frames)
     assert player_pids() == []
 

@@ -62,8 +62,9 @@ def _run(spec, args) -> int:
             backend=backend,
         )
     except JobInterrupted as exc:
+        how = "stopped at once" if exc.immediate else "interrupted"
         print(
-            f"unirender: interrupted: {exc.frames_kept:,} frames kept in {exc.directory}, {exc.units_left} "
+            f"unirender: {how}: {exc.frames_kept:,} frames kept in {exc.directory}, {exc.units_left} "
             f"unit{'s' if exc.units_left != 1 else ''} left; run the same command to resume",
             file=sys.stderr,
             flush=True,
