@@ -297,3 +297,15 @@ def test_an_action_error_fails_the_job_without_advising_a_resume(tmp_path):
     assert "ActionError" in message and "fix the spec" in message, message
     assert "run the same job again" not in message
     assert player_pids() == []
+
+
+def test_dataset_reads_metadata_a_chunk_at_a_time(uninterrupted):
+    dataset = load_dataset(uninterrupted)
+    assert len(dataset) == FRAMES
+    picks = [FRAMES - 1, 0, CHUNK, CHUNK - 1, 3]  # across chunk boundaries, out of order
+    got = [dataset.record(i) for i in picks]
+    everything = load_dataset(uninterrupted).records
+    assert got == [everything[i] for i in picks] and [r["index"] for r in got] == picks
+    assert dataset.event(CHUNK).metadata == everything[CHUNK]["metadata"]
+    with pytest.raises(IndexError):
+        dataset.record(FRAMES)
