@@ -309,3 +309,56 @@ def test_dataset_reads_metadata_a_chunk_at_a_time(uninterrupted):
     assert dataset.event(CHUNK).metadata == everything[CHUNK]["metadata"]
     with pytest.raises(IndexError):
         dataset.record(FRAMES)
+
+
+def test_a_second_ctrl_c_stops_at_once(tmp_path):
+    """The first SIGINT asks the workers to stop after their frame and stop their players; one that arrives
+    while they are still at it (here a real player that is slow to stop) ends the wait at once."""
+    import threading
+
+    from unirender.controller import Controller
+    from unirender.jobs.runner import JobInterrupted
+
+    out = tmp_path / "twice"
+    slow = threading.Event()
+
+    class SlowToStop(Controller):
+        def stop(self, *args, **kwargs):
+            if slow.is_set():
+                time.sleep(1.5)  # a Unity build can take seconds to quit
+            return super().stop(*args, **kwargs)
+
+    def interrupt_twice():
+        deadline = time.monotonic() + 60
+        while committed_frames(out) < CHUNK and time.monotonic() < deadline:
+            time.sleep(0.01)
+        slow.set()
+        os.kill(os.getpid(), signal.SIGINT)  # delivered to the main thread, waiting on the workers
+        time.sleep(0.3)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    inside = threading.Event()
+
+    def on_sigint(signum, frame):  # Python's own behaviour, but only while render() runs: none reaches pytest
+        if inside.is_set():
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    sender = threading.Thread(target=interrupt_twice)
+    sender.start()
+    try:
+        with pytest.raises(KeyboardInterrupt) as info:
+            inside.set()
+            try:
+                render(generator_job(out, count=200), player_factory=lambda kwargs: SlowToStop(**kwargs))
+            finally:
+                inside.clear()
+    finally:
+        sender.join()
+        signal.signal(signal.SIGINT, previous)
+        for thread in threading.enumerate():  # the workers finish their slow frame and stop their players
+            if thread.name.startswith("unirender-render-"):
+                thread.join(30)
+    assert isinstance(info.value, JobInterrupted) and info.value.immediate
+    assert info.value.frames_kept == committed_frames(out) >= CHUNK and info.value.units_left == 1
+    assert player_pids() == []
