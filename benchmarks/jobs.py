@@ -10,6 +10,21 @@ Write overhead = worker time in the job (stepping + writing, player start exclud
 Targets: overhead <= 25 % with npz; 2 workers >= 1.3x the frames/s of one.
 
     python benchmarks/jobs.py [--frames-per-episode 48] [--episodes 8] [--size 300] [--rounds 3] [--md FILE]
+
+``--datasets`` measures the dataset side instead (figures in ``results-jobs-datasets.md``):
+
+* bytes of metadata + resume state per frame on ``examples/grid_sweep.yaml``, before (one JSON record per frame
+  in the unit's resume file and again in ``metadata.jsonl``, as jobs wrote until chunked commits) and after
+  (msgpack + zstd per chunk, an append-only commit log), against the image bytes (target: under 5 %), with the
+  other encodings considered (zlib, zstd levels, Parquet through pyarrow when it is installed) and npz with and
+  without deflate;
+* the time to open a finished job (``render()`` of a job whose every chunk is committed: lock, commit log,
+  sweep, manifest) written by the code at 10,000 and 100,000 frames (target: under 1 s at 100,000);
+* frames redone after a SIGKILL at random frames inside one long generator episode (``unirender render`` in
+  a subprocess), against the chunk size (target: at most one chunk);
+* one grid episode on 1 and 2 nodes of a local Ray cluster (loopback), frames/s side by side.
+
+    python benchmarks/jobs.py --datasets [--every 4] [--kills 3] [--md FILE]
 """
 
 from __future__ import annotations
@@ -21,6 +36,12 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+os.environ.setdefault(
+    "RAY_USAGE_STATS_ENABLED", "0"
+)  # --datasets starts a local Ray cluster: nothing phones home
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 ALL = ["rgb", "depth", "instance_segmentation", "semantic_segmentation", "normals", "flow"]
 TOUR = ["MoveAhead", {"action": "RotateRight", "degrees": 30}, {"action": "LookDown", "degrees": 10},
@@ -86,6 +107,297 @@ def run_job(spec_doc: dict, workers: int) -> dict:
     }
 
 
+# -- the dataset side (--datasets) ----------------------------------------------------------------------------
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _tree_bytes(root: Path, *parts: str) -> int:
+    return sum(p.stat().st_size for part in parts for p in (root / part).rglob("*") if p.is_file())
+
+
+def metadata_sizes(every: int, tmp: Path) -> tuple[list[str], dict]:
+    """The grid example rendered once per npz setting; metadata/resume bytes before and after, per frame."""
+    import json
+    import zlib
+
+    import msgpack
+    import yaml
+    import zstandard
+
+    from unirender.jobs import load_dataset, render
+    from unirender.jobs.chunks import encode_records
+    from unirender.jobs.encoding import dumps_json
+
+    doc = yaml.safe_load((REPO / "examples" / "grid_sweep.yaml").read_text())
+    doc["episodes"][0]["generator"]["every"] = every
+    from unirender.jobs import writers
+
+    runs = {}
+    chosen = writers.NPZ_DEFLATE_LEVEL
+    for name, compress, level in (
+        ("deflate 1 (default)", True, 1),
+        ("deflate 6", True, 6),
+        ("stored", False, 1),
+    ):
+        doc["output"] = {
+            **doc["output"],
+            "directory": str(tmp / f"grid-{level}-{compress}"),
+            "compress": compress,
+        }
+        writers.NPZ_DEFLATE_LEVEL = level
+        try:
+            start = time.perf_counter()
+            result = render(doc, workers=1)
+        finally:
+            writers.NPZ_DEFLATE_LEVEL = chosen
+        runs[name] = (result, time.perf_counter() - start, Path(doc["output"]["directory"]))
+    result, _, out = runs["deflate 1 (default)"]
+    frames = result.frames
+    images = _tree_bytes(out, "shards")
+    after = _tree_bytes(out, "meta") + _tree_bytes(out, ".unirender-job")
+    records = load_dataset(out).records
+    per_frame_json = [dumps_json(r).encode() for r in records]
+    before = 2 * sum(len(b) for b in per_frame_json)  # units/*.json and metadata.jsonl: each record twice
+    from unirender.spec import load_spec
+
+    chunk = load_spec(doc).output.frames_per_shard
+    chunks = [records[i : i + chunk] for i in range(0, len(records), chunk)]
+    packed = [msgpack.packb(c, use_bin_type=True) for c in chunks]
+    options = {
+        "JSON, uncompressed (before)": sum(len(dumps_json(c)) for c in chunks),
+        "JSON + zlib 6": sum(len(zlib.compress(dumps_json(c).encode(), 6)) for c in chunks),
+        "msgpack, uncompressed": sum(len(p) for p in packed),
+        "msgpack + zstd 3 (chosen)": sum(len(encode_records(c)) for c in chunks),
+        "msgpack + zstd 9": sum(len(zstandard.ZstdCompressor(level=9).compress(p)) for p in packed),
+        "msgpack + zstd 19": sum(len(zstandard.ZstdCompressor(level=19).compress(p)) for p in packed),
+    }
+    timings = {}
+    for name, level in (("zstd 3", 3), ("zstd 9", 9), ("zstd 19", 19)):
+        t0 = time.perf_counter()
+        for p in packed:
+            zstandard.ZstdCompressor(level=level).compress(p)
+        timings[name] = 1000 * (time.perf_counter() - t0) / len(packed)
+    try:
+        import io
+
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        for name, rows in (
+            (
+                "Parquet + zstd, metadata as a JSON string column",
+                [{**r, "metadata": json.dumps(r["metadata"])} for r in records],
+            ),
+            ("Parquet + zstd, metadata as nested columns", records),
+        ):
+            buf = io.BytesIO()
+            try:
+                pq.write_table(pa.Table.from_pylist(rows), buf, compression="zstd")
+                options[name] = len(buf.getvalue())
+            except (pa.ArrowException, TypeError, ValueError) as exc:  # a schema Arrow cannot infer
+                options[f"{name}: {type(exc).__name__}"] = None
+    except ImportError:
+        options["Parquet (pyarrow not installed)"] = None
+    lines = [
+        f"### Metadata and resume state: examples/grid_sweep.yaml (every {every}): {frames} frames, "
+        f"{chunk} frames per chunk",
+        "",
+        "| | bytes | per frame | of image bytes |",
+        "|---|---:|---:|---:|",
+        f"| images (npz, deflated) | {images:,} | {images / frames:,.0f} | 100 % |",
+        f"| metadata + resume state before (JSON, twice) | {before:,} | {before / frames:,.0f} | "
+        f"{100 * before / images:.1f} % |",
+        f"| metadata + resume state now (meta/ + .unirender-job/) | {after:,} | {after / frames:,.0f} | "
+        f"{100 * after / images:.2f} % |",
+        "",
+        f"target < 5 % of image bytes: {'PASS' if after / images < 0.05 else 'FAIL'}; "
+        f"{before / after:.0f}x smaller than before",
+        "",
+        "Encodings of the same frame metadata (one stream per chunk):",
+        "",
+        "| encoding | bytes | per frame |",
+        "|---|---:|---:|",
+    ]
+    for name, size in options.items():
+        lines.append(
+            f"| {name} | {size:,} | {size / frames:,.0f} |" if size else f"| {name} | not installed | |"
+        )
+    lines += ["", "zstd time per chunk: " + ", ".join(f"{k} {v:.1f} ms" for k, v in timings.items()), ""]
+    lines += [
+        "npz arrays deflated (the default, level 1), at zlib's default level 6, and stored:",
+        "",
+        "| npz | image bytes | per frame | job wall s | write-behind busy s |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, (r, wall, d) in runs.items():
+        size = _tree_bytes(d, "shards")
+        lines.append(f"| {name} | {size:,} | {size / frames:,.0f} | {wall:.1f} | {r.encode_s:.1f} |")
+    lines.append("")
+    return lines, {"ratio": after / images}
+
+
+def resume_open_times(tmp: Path) -> list[str]:
+    """A finished job's state written by the code (commit log + one metadata file per chunk), then opened."""
+    from unirender.jobs import render
+    from unirender.jobs.chunks import Commit, digest, encode_records, meta_path
+    from unirender.jobs.state import JobState
+    from unirender.spec import load_spec
+
+    lines = [
+        "### Opening a finished job (no player starts)",
+        "",
+        "| frames | chunks | open s |",
+        "|---:|---:|---:|",
+    ]
+    worst = 0.0
+    for frames in (10_000, 100_000):
+        root = tmp / f"open-{frames}"
+        spec = load_spec(
+            {
+                "episodes": [
+                    {"scene": "FloorPlan1_physics", "generator": {"kind": "random", "count": frames}}
+                ],
+                "output": {"directory": str(root), "format": "npz"},
+            }
+        )
+        unit = "e0000-FloorPlan1_physics-r000"
+        records = [{"index": i, "location": "shards/x.npz", "files": {"frame": f"{i:06d}.frame"}, "metadata": {}}
+                   for i in range(100)]  # fmt: skip
+        data = encode_records(records)
+        with JobState.open(root, spec) as state:
+            meta_path(root, unit, 0).parent.mkdir(parents=True, exist_ok=True)
+            for k in range(frames // 100):
+                meta_path(root, unit, k).write_bytes(data)
+                state.log.append(Commit(unit, k, 100, frames, digest(data)))
+
+        def no_player(_kwargs):
+            raise AssertionError("a finished job must not start a player")
+
+        best = float("inf")
+        for _ in range(3):
+            start = time.perf_counter()
+            result = render(spec, player_factory=no_player)
+            best = min(best, time.perf_counter() - start)
+        assert result.frames == frames and result.frames_written == 0
+        worst = max(worst, best)
+        lines.append(f"| {frames:,} | {frames // 100:,} | {best:.3f} |")
+    lines += ["", f"target < 1 s at 100,000 frames: {'PASS' if worst < 1 else 'FAIL'} ({worst:.3f} s)", ""]
+    return lines
+
+
+def frames_redone(kills: int, tmp: Path) -> list[str]:
+    """SIGKILL ``unirender render`` at random frames of one 300-frame generator episode; frames redone."""
+    import random
+    import signal
+    import subprocess
+
+    import yaml
+
+    from unirender.jobs import render
+    from unirender.jobs.chunks import CommitLog
+
+    rng = random.Random(7)
+    lines = ["### Frames redone after a SIGKILL (one 300-frame generator episode, 100-frame chunks)", "",
+             "| killed after frame | committed | redone | chunk |", "|---:|---:|---:|---:|"]  # fmt: skip
+    worst = 0
+    for n in range(kills):
+        out = tmp / f"kill-{n}"
+        doc = {
+            "environment": {"executable": "builtin", "platform": "EGL", "width": 64, "height": 64},
+            "episodes": [
+                {"scene": "FloorPlan1_physics", "generator": {"kind": "random", "count": 300, "seed": n}}
+            ],
+            "output": {"directory": str(out)},
+            "workers": 1,
+        }
+        job = tmp / f"kill-{n}.yaml"
+        job.write_text(yaml.safe_dump(doc))
+        at = rng.randrange(30, 280)
+        proc = subprocess.Popen([sys.executable, "-m", "unirender.cli", "render", str(job)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        try:
+            while proc.poll() is None and len(list(out.glob("frames/*/*/*.frame.png"))) < at:
+                time.sleep(0.005)
+            proc.send_signal(signal.SIGKILL)
+        finally:
+            proc.kill()
+            proc.wait()
+        rendered = len(list(out.glob("frames/*/*/*.frame.png")))
+        kept = sum(c.frames for c in CommitLog(out / ".unirender-job" / "commits.log").read().values())
+        result = render(job)
+        assert result.frames == 300 and result.frames_written == 300 - kept
+        worst = max(worst, rendered - kept)
+        lines.append(f"| {rendered} | {kept} | {rendered - kept} | 100 |")
+    lines += ["", f"at most one chunk redone: {'PASS' if worst <= 100 else 'FAIL'} (worst {worst})", ""]
+    return lines
+
+
+def ray_nodes(tmp: Path, every: int) -> list[str]:
+    """One grid episode with 1 and 2 players on a 2-node local Ray cluster (one player slot per node)."""
+    try:
+        import ray
+        from ray.cluster_utils import Cluster
+    except ImportError:
+        return ["### Ray: not installed", ""]
+    from unirender.cluster import create_backend
+    from unirender.jobs import render
+
+    slot = "player_slot"
+    store = 100 * 2**20
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
+                                                            "object_store_memory": store, "resources": {slot: 1}})  # fmt: skip
+    rows = []
+    try:
+        cluster.add_node(num_cpus=1, resources={slot: 1}, object_store_memory=store)
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, log_to_driver=False)
+        for workers in (1, 2):
+            doc = {
+                "environment": {"executable": "builtin", "platform": "EGL", "width": 300, "height": 300},
+                "render": {"modalities": ["rgb", "depth", "instance_segmentation"]},
+                "episodes": [{"scene": "FloorPlan201_physics",
+                              "generator": {"kind": "grid", "every": every, "rotations": [0, 90, 180, 270]}}],
+                "output": {"directory": str(tmp / f"ray-{workers}"), "format": "npz"},
+            }  # fmt: skip
+            with create_backend("ray", cpu_resource=slot, start_timeout=120, step_timeout=120) as backend:
+                start = time.perf_counter()
+                result = render(doc, backend=backend, workers=workers)
+                wall = time.perf_counter() - start
+            nodes = len({p.get("node") for p in result.players})
+            rows.append((workers, nodes, result.frames, wall, result.frames / wall))
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    lines = ["### One grid episode on a 2-node local Ray cluster (300x300, rgb + depth + instances)", "",
+             "| players | nodes used | frames | wall s | frames/s |", "|---:|---:|---:|---:|---:|"]  # fmt: skip
+    lines += [f"| {w} | {n} | {f} | {t:.1f} | {r:.1f} |" for w, n, f, t, r in rows]
+    lines += ["", f"2 nodes vs 1: {rows[1][4] / rows[0][4]:.2f}x", ""]
+    return lines
+
+
+def datasets(args) -> int:
+    tmp = Path(tempfile.mkdtemp(prefix="unirender-bench-datasets-", dir=args.dir))
+    load_before = os.getloadavg()[0]
+    try:
+        lines = [
+            f"jobs benchmark, dataset side: {os.cpu_count()} CPUs, load average {load_before:.1f} before",
+            "",
+        ]
+        lines += resume_open_times(tmp)
+        size_lines, _ = metadata_sizes(args.every, tmp)
+        lines += size_lines
+        lines += frames_redone(args.kills, tmp)
+        lines += ray_nodes(tmp, args.every * 2)
+        lines.append(f"load average after: {os.getloadavg()[0]:.1f}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    text = "\n".join(lines)
+    print(text)
+    if args.md:
+        args.md.write_text(text + "\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=300)
@@ -96,7 +408,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--md", type=Path, default=None, help="also write the table to this Markdown file")
     parser.add_argument("--dir", default=None, help="where the datasets go (default: the system temp dir)")
+    parser.add_argument(
+        "--datasets", action="store_true", help="measure the dataset side (see the module doc)"
+    )
+    parser.add_argument("--every", type=int, default=4, help="--datasets: grid_sweep's 'every'")
+    parser.add_argument("--kills", type=int, default=3, help="--datasets: SIGKILLs to count redone frames")
     args = parser.parse_args(argv)
+    if args.datasets:
+        return datasets(args)
 
     tmp = Path(tempfile.mkdtemp(prefix="unirender-bench-jobs-", dir=args.dir))
     try:

@@ -127,6 +127,22 @@ def tail_file(path: str | os.PathLike | None, max_lines: int = 20, max_bytes: in
     return "\n".join(lines[-max_lines:])
 
 
+def in_terminal_foreground() -> bool:
+    """Whether this process is in its controlling terminal's foreground process group, i.e. whether a Ctrl-C
+    typed there reaches it and every child that stays in its group. Callers start children that must not see
+    that SIGINT (players: the job stops them itself) with ``new_session`` when this is true."""
+    try:
+        fd = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
+    except OSError:  # no controlling terminal (a service, a Ray worker, CI): nothing to keep them out of
+        return False
+    try:
+        return os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 class ManagedProcess:
     """A child process with its output in a log file, reaped and killed reliably.
 

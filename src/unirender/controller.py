@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from unirender._process import ManagedProcess, RestartBudget
+from unirender._process import ManagedProcess, RestartBudget, in_terminal_foreground
 from unirender.errors import ActionError, PlayerCrashedError, PlayerError, RestartError
 from unirender.protocol import ProtocolError, build_event
 from unirender.protocol.images import parse_depth_format
@@ -241,7 +241,15 @@ class Controller:
             return
         self.transport.start()
         name = "unirender-player (builtin)" if self.builtin else Path(self.executable).name
-        self.process = ManagedProcess(self._command(), env=self._environment(), log_path=self.log_path, name=name)
+        # Out of the terminal's foreground group: a Ctrl-C is the caller's to handle (a job stops its players
+        # as a normal stop); a player that saw it too would exit 130 and look like a crash.
+        self.process = ManagedProcess(
+            self._command(),
+            env=self._environment(),
+            log_path=self.log_path,
+            name=name,
+            new_session=in_terminal_foreground(),
+        )
         self.transport.attach(self.process)
         self._set_event(self.transport.receive(self.server_start_timeout))
 

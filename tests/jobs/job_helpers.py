@@ -116,3 +116,24 @@ def kill_one_player() -> int:
     assert pids, "no player to kill"
     os.kill(pids[0], signal.SIGKILL)
     return pids[0]
+
+
+def image_files(root: Path) -> dict[str, bytes]:
+    out = {}
+    for sub in ("frames", "shards"):
+        base = root / sub
+        if base.is_dir():
+            out.update(
+                {str(p.relative_to(root)): p.read_bytes() for p in sorted(base.rglob("*")) if p.is_file()}
+            )
+    return out
+
+
+def records_without_clock(root: Path) -> list[dict]:
+    """Frame records as read back; ``currentTime`` is the player's wall clock, the only key that differs."""
+    from unirender.jobs import load_dataset
+
+    records = load_dataset(root).records
+    for r in records:
+        r["metadata"].pop("currentTime", None)
+    return records

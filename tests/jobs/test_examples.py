@@ -55,3 +55,9 @@ def test_example_runs(tmp_path, path):
     event = next(iter(dataset))
     assert {modality_of(k) for k in event.frames()} == set(spec.render.modalities)
     assert event.frame.shape == (64, 64, 3)
+    if "coco" in spec.render.annotations:
+        from pycocotools.coco import COCO
+
+        for camera in ["agent", *(c.name for c in spec.render.cameras)]:
+            coco = COCO(str(tmp_path / "out" / "annotations" / f"coco_{camera}.json"))
+            assert len(coco.getImgIds()) == expected and coco.getAnnIds()

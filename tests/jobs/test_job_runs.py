@@ -53,7 +53,7 @@ def test_png_dataset_matches_direct_run(png_dataset, reference_frames):
     assert result.frames == result.frames_written == SMALL_JOB_FRAMES and not result.failed
     assert_same_frames(dataset_frames(out), reference_frames)
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["counts"] == {"episodes": 2, "units": 3, "frames": SMALL_JOB_FRAMES}
+    assert manifest["counts"] == {"episodes": 2, "units": 3, "chunks": 5, "frames": SMALL_JOB_FRAMES}
     assert manifest["platform"] == "EGL" and manifest["device"]
     assert manifest["player_version"].startswith("unirender-player")
     assert manifest["spec"]["render"]["cameras"][0]["name"] == "corner"
@@ -109,9 +109,11 @@ class KillingReporter(Reporter):
 
     def __init__(self, at: int, times: int = 1):
         self.at, self.times, self.frames, self.kills, self.messages = at, times, 0, 0, []
+        self.rendered = 0  # every frame rendered, redone ones included
 
     def advance(self, frames=1):
         self.frames += frames
+        self.rendered += max(frames, 0)
         if frames > 0 and self.frames >= self.at and self.kills < self.times:
             self.kills += 1
             kill_one_player()
@@ -124,8 +126,9 @@ def test_player_crash_redoes_only_the_lost_episode(tmp_path, reference_frames):
     reporter = KillingReporter(at=6)
     result = render(small_job(tmp_path / "c", fmt="npz"), reporter=reporter)
     assert reporter.kills == 1
-    assert any("redoing" in m for m in reporter.messages), reporter.messages
+    assert any("redoing its open chunk" in m for m in reporter.messages), reporter.messages
     assert result.frames == SMALL_JOB_FRAMES
+    assert 0 < reporter.rendered - SMALL_JOB_FRAMES <= 3  # a lost player costs at most its open chunk
     assert_same_frames(dataset_frames(tmp_path / "c"), reference_frames)
     assert player_pids() == []
 
@@ -180,7 +183,7 @@ def test_resume_after_sigkill_at_random_points_gives_the_same_dataset(tmp_path, 
         out = tmp_path / f"k{kill_at}"
 
         def enough_frames(out=out, kill_at=kill_at):
-            return len(list(out.glob("frames/*/*.frame.png"))) >= kill_at
+            return len(list(out.glob("frames/*/*/*.frame.png"))) >= kill_at
 
         job = run_and_sigkill(tmp_path, small_job(out, fmt="png"), f"k{kill_at}", enough_frames)
         done = subprocess.run([*CLI, "render", str(job)], capture_output=True, text=True, timeout=90)
@@ -325,7 +328,9 @@ def test_ctrl_c_stops_the_job_and_its_players(tmp_path):
     try:
         deadline = time.monotonic() + 60
         while (
-            proc.poll() is None and time.monotonic() < deadline and not any(out.glob("frames/*/*.frame.png"))
+            proc.poll() is None
+            and time.monotonic() < deadline
+            and not any(out.glob("frames/*/*/*.frame.png"))
         ):
             time.sleep(0.01)
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
@@ -355,6 +360,7 @@ def test_render_command_out_workers_and_no_resume(tmp_path, capsys):
     out = str(tmp_path / "elsewhere")
     assert main(["render", str(tmp_path / "a.yaml"), "--out", out, "--workers", "1", "--quiet"]) == 0
     assert not (tmp_path / "spec-dir").exists()  # --out wins over output.directory
+    assert json.loads((Path(out) / "manifest.json").read_text())["directory"] == str(Path(out).resolve())
     assert "2 frames in 1 episode -> " in capsys.readouterr().out
     assert main(["render", str(tmp_path / "b.yaml"), "--out", out, "--quiet"]) == 1  # resume: refused
     assert "holds a different job" in capsys.readouterr().err

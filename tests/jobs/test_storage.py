@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from unirender.jobs.atomic import TEMP_MARK, atomic_file, sweep_temp_files
+from unirender.jobs.chunks import Commit
 from unirender.jobs.contact_sheet import contact_sheet, flow_to_rgb, turbo
 from unirender.jobs.encoding import decode_array, encode_array
 from unirender.jobs.episodes import frames_to_record, group_camera_frames, modality_of
@@ -76,9 +77,14 @@ def synthetic_frames(seed: int, size: int = 12) -> dict[str, np.ndarray]:
 def write_episode(root, fmt: str, frames: int, **output) -> list[dict]:
     spec = OutputSpec(format=fmt, **output)
     writer = open_episode_writer(root, "e0000-s-r000", spec, "Meters")
+    records = []
     for i in range(frames):
         writer.add(i, synthetic_frames(i), {"i": i, "lastActionSuccess": True})
-    return writer.finish()
+        if (i + 1) % spec.frames_per_shard == 0 or i + 1 == frames:
+            chunk, sealed = writer.seal()
+            assert chunk == i // spec.frames_per_shard
+            records += sealed
+    return records
 
 
 def tree_bytes(root) -> dict[str, bytes]:
@@ -100,6 +106,7 @@ def test_writers_are_deterministic_and_shard(tmp_path, fmt):
     assert not any(TEMP_MARK in name for name in files_a)
     if fmt == "png":
         assert len(files_a) == 5 * 4
+        assert sorted({r["location"] for r in a}) == [f"frames/e0000-s-r000/000{k}" for k in range(3)]
     else:
         assert sorted({r["location"] for r in a}) == sorted(files_a)  # 3 shards: 2 + 2 + 1
         assert len(files_a) == 3
@@ -169,16 +176,17 @@ def test_state_refuses_another_job_and_locks_the_directory(tmp_path):
     spec = load_spec({"episodes": [{"scene": "FloorPlan1_physics", "actions": ["Pass"]}]})
     other = load_spec({"episodes": [{"scene": "FloorPlan1_physics", "actions": ["MoveAhead"]}]})
     (tmp_path / "notes.txt").write_text("the user's file")
+    commit = Commit("e0000-s-r000", 0, 1, 1, "0" * 64)
     with JobState.open(tmp_path, spec) as state:
-        state.mark_finished("e0000-s-r000", {"frames": [], "timings": {"step_s": 0, "write_s": 0}})
+        state.log.append(commit)
         with pytest.raises(JobError, match="in use by another running job"):
             JobState.open(tmp_path, spec)
     with JobState.open(tmp_path, spec) as state:  # same job: resumes
-        assert list(state.finished_units()) == ["e0000-s-r000"]
+        assert state.commits() == {("e0000-s-r000", 0): commit}
     with pytest.raises(JobError, match="holds a different job"):
         JobState.open(tmp_path, other)
     with JobState.open(tmp_path, other, resume=False) as state:  # start over: only the job's files go
-        assert state.finished_units() == {}
+        assert state.commits() == {}
     assert (tmp_path / "notes.txt").read_text() == "the user's file"
 
 
@@ -274,19 +282,31 @@ def test_write_behind_writes_in_order_and_reports_errors(tmp_path):
             "render": {"modalities": ["rgb"]},
         }
     ).render
+    output = OutputSpec(format="npz", frames_per_shard=4)
+    commits = []
     behind = WriteBehind(
-        open_episode_writer(tmp_path / "ok", "u", OutputSpec(format="npz"), "Meters"), render
+        open_episode_writer(tmp_path / "ok", "u", output, "Meters"),
+        render,
+        output,
+        commit=lambda chunk, records: commits.append((chunk, records)),
     )
     for i in range(6):
         behind.add(i, FramesOnly(i))
-    records = behind.finish()
+        if i in (3, 5):
+            behind.seal()
+    behind.finish()
+    assert [chunk for chunk, _ in commits] == [0, 1]
+    records = commits[0][1] + commits[1][1]
     assert [r["metadata"]["seed"] for r in records] == list(range(6))
     assert list(records[0]["files"]) == ["frame", "third_party_camera_frames.0"]  # rgb only
 
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "frames").write_text("a file where the frames directory should be")
     behind = WriteBehind(
-        open_episode_writer(tmp_path / "bad", "u", OutputSpec(format="png"), "Meters"), render
+        open_episode_writer(tmp_path / "bad", "u", OutputSpec(format="png"), "Meters"),
+        render,
+        output,
+        commit=lambda chunk, records: None,
     )
     with pytest.raises(OSError):
         for i in range(10):  # the helper's error surfaces on a later add() or at finish()
@@ -304,7 +324,7 @@ def test_npz_shards_keep_any_array_exactly(tmp_path):
     }
     writer = open_episode_writer(tmp_path, "u", OutputSpec(format="npz"), "Meters")
     writer.add(0, arrays, {})
-    record = writer.finish()[0]
+    record = writer.seal()[1][0]
     with np.load(tmp_path / record["location"]) as npz:
         for key, array in arrays.items():
             got = npz[record["files"][key]]
@@ -326,3 +346,20 @@ def test_missing_modalities_are_named():
     doc["render"]["modalities"].append("flow")
     doc["render"]["flow_policy"] = "previous_step"
     assert missing_modalities(event, load_spec(doc).render) == ["flow"]
+
+
+def test_first_eta_ignores_the_time_before_the_first_frame(monkeypatch):
+    from unirender.jobs import progress
+
+    clock = [100.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: clock[0])
+    counts = progress._Counts()
+    counts.total = 1000
+    clock[0] += 30.0  # players starting, scenes loading: no frame yet
+    counts.count(1)
+    assert counts.eta() is None  # one frame tells nothing about the rate
+    for _ in range(9):
+        clock[0] += 0.1  # then 10 frames/s
+        counts.count(1)
+    assert counts.eta() == pytest.approx(99.0)  # 990 frames left at 10/s, not 990 / (10 / 31 s) = 3069 s
+    assert progress._format_eta(99.0) == "1:39" and progress._format_eta(3725) == "1:02:05"

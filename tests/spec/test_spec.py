@@ -326,3 +326,118 @@ def test_linux_headless_simulation_is_a_platform_for_unity_builds():
                             "platform": "LinuxHeadlessSimulation"})
     assert env.controller_kwargs()["platform"] == "LinuxHeadlessSimulation"
 
+# -- file, line and column; did you mean; the cap --------------------------------------------------------------
+BAD_YAML = """\
+name: located
+environment:
+  widht: 64
+episodes:
+  - scene: FloorPlan1_physics
+    generator: {kind: grid, rotatons: [0, 90]}
+output:
+  format: npzz
+"""
+
+BAD_TOML = """\
+name = "located"
+
+[environment]
+widht = 64
+
+[[episodes]]
+scene = "FloorPlan1_physics"
+generator = {kind = "grid", rotatons = [0, 90]}
+
+[output]
+format = "npzz"
+"""
+
+BAD_JSON = """{
+  "name": "located",
+  "environment": {"widht": 64},
+  "episodes": [
+    {"scene": "FloorPlan1_physics",
+     "generator": {"kind": "grid", "rotatons": [0, 90]}}
+  ],
+  "output": {"format": "npzz"}
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "suffix, text, lines",
+    [
+        ("yaml", BAD_YAML, {"environment.widht": "3:3", "rotatons": "6:29", "output.format": "8:3"}),
+        ("toml", BAD_TOML, {"environment.widht": "4:1", "rotatons": "8:29", "output.format": "11:1"}),
+        ("json", BAD_JSON, {"environment.widht": "3:19", "rotatons": "6:36", "output.format": "8:14"}),
+    ],
+)
+def test_spec_errors_name_file_line_and_column_and_guess_the_key(tmp_path, suffix, text, lines):
+    path = tmp_path / f"job.{suffix}"
+    path.write_text(text)
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    message = str(info.value)
+    assert message.startswith(f"invalid spec {path} (3 problems):"), message
+    for key, where in lines.items():
+        line = next(x for x in message.splitlines() if key in x)
+        assert line.strip().startswith(f"{path}:{where}: "), (key, line)
+    assert "unknown key; did you mean 'width'?" in message
+    assert "did you mean 'rotations'?" in message
+    assert "did you mean 'npz'?" in message
+    assert [p for p, _ in info.value.errors] == [
+        "environment.widht",
+        "episodes.0.generator.rotatons",
+        "output.format",
+    ]
+
+
+@pytest.mark.parametrize(
+    "suffix, text, where",
+    [
+        ("yaml", "a: [1, 2\nb: 3\n", ":2:"),
+        ("json", '{"a": 1,\n  "b": }', ":2:8"),
+        ("toml", 'a = 1\nb = "x\n', ":2:"),
+    ],
+)
+def test_syntax_errors_carry_the_position(tmp_path, suffix, text, where):
+    path = tmp_path / f"bad.{suffix}"
+    path.write_text(text)
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert str(info.value).startswith(f"{path}{where}"), str(info.value)
+    assert f"not valid {suffix.upper()}" in str(info.value)
+
+
+def test_format_errors_caps_the_list_and_is_reusable():
+    from unirender.spec import format_errors
+
+    problems = [(f"episodes.{i}.scene", "required key is missing") for i in range(30)]
+    text = format_errors(problems, max_problems=5)
+    assert text.splitlines()[0] == "invalid spec (30 problems):"
+    assert len(text.splitlines()) == 1 + 5 + 1 and text.endswith("... and 25 more")
+
+
+def test_action_names_are_checked_against_the_builtin_player(tmp_path):
+    from unirender.spec import check_actions
+
+    path = tmp_path / "walk.yaml"
+    path.write_text("episodes:\n  - scene: FloorPlan1_physics\n    actions: [MoveAhead, MoveAhaed]\n")
+    spec = load_spec(path)
+    with pytest.raises(SpecError) as info:
+        check_actions(spec)
+    assert f"{path}:3:26: episodes.0.actions.1: 'MoveAhaed' is not an action" in str(info.value)
+    assert "did you mean 'MoveAhead'?" in str(info.value)
+    unity = load_spec(
+        {
+            "environment": {"executable": "/opt/thor/thor-Linux64"},
+            "episodes": [{"scene": "FloorPlan1", "actions": ["MoveAhead", "ReleaseTheKraken"]}],
+        }
+    )
+    warnings = check_actions(unity)  # a Unity build's actions cannot be known: warn, don't refuse
+    assert warnings == [
+        (
+            "episodes.0.actions.1",
+            "'ReleaseTheKraken' is not an action of the builtin player (a Unity build may have it)",
+        )
+    ]

@@ -40,10 +40,19 @@ def write_atomic(path: str | os.PathLike, data: bytes) -> None:
         f.write(data)
 
 
-def sweep_temp_files(root: str | os.PathLike) -> int:
-    """Remove temporaries left by a killed job under ``root``; returns how many were removed."""
+def sweep_temp_files(root: str | os.PathLike, *, recursive: bool = True) -> int:
+    """Remove temporaries left by a killed job in ``root`` (and below it, with ``recursive``); returns how
+    many were removed."""
     removed = 0
-    for dirpath, _dirs, files in os.walk(root):
+    if not recursive:
+        try:
+            names = [e.name for e in os.scandir(root) if e.is_file(follow_symlinks=False)]
+        except (FileNotFoundError, NotADirectoryError):
+            return 0
+        walk = [(str(root), [], names)]
+    else:
+        walk = os.walk(root)
+    for dirpath, _dirs, files in walk:
         for name in files:
             if TEMP_MARK in name:
                 Path(dirpath, name).unlink(missing_ok=True)

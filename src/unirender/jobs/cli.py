@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from unirender.errors import SpecError, UnirenderError
@@ -26,7 +27,9 @@ def register(sub) -> None:
         default=None,
         help="where the players live: player processes driven from here (default), or Ray actors (unirender[ray])",
     )
-    p.add_argument("--ray-address", default=None, help="Ray cluster to join (default: $RAY_ADDRESS, or a local one)")
+    p.add_argument(
+        "--ray-address", default=None, help="Ray cluster to join (default: $RAY_ADDRESS, or a local one)"
+    )
     p.set_defaults(func=cmd_render)
 
     d = sub.add_parser("demo", help="render a short tour of a built-in scene in every modality")
@@ -40,7 +43,7 @@ def register(sub) -> None:
 
 def _run(spec, args) -> int:
     from unirender.jobs.progress import reporter_for
-    from unirender.jobs.runner import render
+    from unirender.jobs.runner import JobInterrupted, render
 
     backend = None
     try:
@@ -58,6 +61,17 @@ def _run(spec, args) -> int:
             reporter=reporter_for(sys.stderr, quiet=args.quiet),
             backend=backend,
         )
+    except JobInterrupted as exc:
+        how = "stopped at once" if exc.immediate else "interrupted"
+        print(
+            f"unirender: {how}: {exc.frames_kept:,} frames kept in {exc.directory}, {exc.units_left} "
+            f"unit{'s' if exc.units_left != 1 else ''} left; run the same command to resume",
+            file=sys.stderr,
+            flush=True,
+        )
+        if exc.immediate:  # a second Ctrl-C: no waiting for anything (the players die with us, PDEATHSIG)
+            os._exit(130)
+        return 130
     except SpecError as exc:
         print(f"unirender: {exc}", file=sys.stderr)
         return 2
@@ -65,10 +79,7 @@ def _run(spec, args) -> int:
         print(f"unirender: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(
-            "unirender: interrupted; finished episodes are kept: run the same command to resume",
-            file=sys.stderr,
-        )
+        print("unirender: interrupted before rendering started", file=sys.stderr)
         return 130
     finally:
         if backend is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import tarfile
@@ -11,12 +12,20 @@ from typing import Any
 
 import numpy as np
 
+from unirender.jobs.chunks import read_chunk_records
 from unirender.jobs.encoding import decode_array
+from unirender.jobs.manifest import dataset_records
 from unirender.jobs.state import MANIFEST, METADATA, JobError
 
 
 class Dataset:
-    """A finished dataset: ``len()``, iteration as Events, ``frames(i)`` as arrays, ``records``, ``manifest``."""
+    """A finished dataset: ``len()``, iteration as Events, ``frames(i)`` as arrays, ``record(i)``, ``records``
+    (all of them, read on first use), ``manifest``.
+
+    Opening reads only the manifest; a frame's metadata is read with its chunk (one ``meta/`` file of
+    ``frames_per_shard`` records, the last one kept), so iterating a million-frame dataset never holds more than
+    one chunk of metadata in memory.
+    """
 
     def __init__(self, directory: str | os.PathLike):
         self.root = Path(directory)
@@ -26,19 +35,66 @@ class Dataset:
             raise JobError(
                 f"{self.root} is not a finished dataset (no {MANIFEST}); run its job again to finish it"
             ) from None
-        with open(self.root / METADATA, encoding="utf-8") as f:
-            self.records: list[dict[str, Any]] = [json.loads(line) for line in f if line.strip()]
+        self._records: list[dict[str, Any]] | None = None
+        self._starts: list[int] = []  # first frame number of each chunk, in dataset order
+        self._chunks: list[tuple[dict[str, Any], int]] = []  # (unit entry, chunk number)
+        if "units" in self.manifest:
+            n = 0
+            for unit in self.manifest["units"]:
+                for k in range(unit["chunks"]):
+                    self._starts.append(n)
+                    self._chunks.append((unit, k))
+                    n += (
+                        self.manifest["output"]["frames_per_shard"]
+                        if k < unit["chunks"] - 1
+                        else (unit["frames"] - k * self.manifest["output"]["frames_per_shard"])
+                    )
+            self._length = n
+        else:  # written before chunked metadata: one JSON line per frame
+            with open(self.root / METADATA, encoding="utf-8") as f:
+                self._records = [json.loads(line) for line in f if line.strip()]
+            self._length = len(self._records)
+        self._cached: tuple[int, list[dict[str, Any]]] | None = None
         self.format: str = self.manifest["output"]["format"]
         self.depth16_scale: float | None = self.manifest["output"].get("depth16_scale")
         self._archive_path: str | None = None
         self._archive: Any = None
 
     def __len__(self) -> int:
-        return len(self.records)
+        return self._length
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """Every frame record (``unit``, ``episode``, ``repeat``, ``scene``, ``index``, ``location``, ``files``,
+        ``metadata``) in dataset order; reads all the metadata on first use."""
+        if self._records is None:
+            self._records = list(dataset_records(self.root, self.manifest["units"]))
+        return self._records
+
+    def record(self, i: int) -> dict[str, Any]:
+        if self._records is not None:
+            return self._records[i]
+        if not 0 <= i < self._length:
+            raise IndexError(f"frame {i} of a dataset of {self._length}")
+        c = bisect.bisect_right(self._starts, i) - 1
+        if self._cached is None or self._cached[0] != c:
+            unit, k = self._chunks[c]
+            chunk = [
+                {
+                    "unit": unit["id"],
+                    "episode": unit["episode"],
+                    "repeat": unit["repeat"],
+                    "scene": unit["scene"],
+                    **r,
+                }
+                for r in read_chunk_records(self.root, unit["id"], k)
+            ]
+            self._cached = (c, chunk)
+        return self._cached[1][i - self._starts[c]]
 
     def __iter__(self) -> Iterator:
         try:
-            for i in range(len(self.records)):
+            for i in range(self._length):
                 yield self.event(i)
         finally:
             self.close()
@@ -47,11 +103,11 @@ class Dataset:
         from unirender.jobs.episodes import group_camera_frames
         from unirender.protocol.event import Event
 
-        return Event.from_frames(self.records[i]["metadata"], group_camera_frames(self.frames(i)))
+        return Event.from_frames(self.record(i)["metadata"], group_camera_frames(self.frames(i)))
 
     def frames(self, i: int) -> dict[str, np.ndarray]:
         """Frame ``i``'s arrays as written (third-party images one per camera: ``<name>.<camera>``)."""
-        record = self.records[i]
+        record = self.record(i)
         location = record["location"]
         if self.format == "png":
             return {

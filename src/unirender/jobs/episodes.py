@@ -89,9 +89,37 @@ def generated_poses(generator: GridGenerator | RandomGenerator, positions, repea
 def run_unit(
     controller, unit: WorkUnit, render: RenderSpec, *, on_total: Callable[[int], None] | None = None
 ) -> Iterator[Any]:
-    """Drive ``controller`` through ``unit``; yields the Event of every frame to record, in order.
+    """Drive ``controller`` through the whole of ``unit``; yields the Event of every frame to record, in order.
 
     ``on_total(n)`` is called once the unit's frame count is known (after the reachable positions for a grid).
+    """
+
+    def total(n: int) -> None:
+        if on_total is not None:
+            on_total(n)
+
+    for _index, event in run_frames(controller, unit, render, on_total=total):
+        yield event
+
+
+def run_frames(
+    controller,
+    unit: WorkUnit,
+    render: RenderSpec,
+    *,
+    start: int = 0,
+    end: int | None = None,
+    on_total: Callable[[int], int | None] | None = None,
+) -> Iterator[tuple[int, Any]]:
+    """Drive ``controller`` through frames ``start .. end-1`` of ``unit``; yields ``(frame index, Event)``.
+
+    ``on_total(n)`` is called once the unit's frame count is known (after the reachable positions for a grid);
+    it may return a smaller ``end`` (the runner hands the rest of a large episode to other players).
+
+    Starting inside the unit gives the frames an uninterrupted run gives: an action sequence replays the
+    actions before ``start`` without recording them (each action depends on the state the previous ones left);
+    poses are absolute, so the player is teleported to pose ``start - 1`` (unrecorded) and flow, measured
+    against the previous step's frame, comes out the same.
     """
     episode = unit.episode
     event = controller.reset(episode.scene)
@@ -101,25 +129,38 @@ def run_unit(
             raise EpisodeFailed(f"camera {camera.name!r}: {event.metadata.get('errorMessage')}")
     if episode.actions is not None:
         actions = episode.action_dicts()
-        if on_total:
-            on_total(len(actions) + 1)
-        yield event
-        for action in actions:
-            yield _step(controller, action)
+        end = _limit(len(actions) + 1, end, on_total)
+        if start == 0 and end > 0:
+            yield 0, event
+        for j, action in enumerate(actions[: max(0, end - 1)]):  # frame j+1 is the one after action j
+            event = _step(controller, action)
+            if j + 1 >= start:
+                yield j + 1, event
         return
     if episode.poses is not None:
         poses = episode.poses
     else:
         poses = generated_poses(episode.generator, reachable_positions(controller), unit.repeat)
-    if on_total:
-        on_total(len(poses))
-    for n, pose in enumerate(poses):
+    end = _limit(len(poses), end, on_total)
+    first = start - 1 if start > 0 else start  # unrecorded: the frame flow is measured against
+    for n in range(first, end):
+        pose = poses[n]
         event = _step(controller, pose.teleport_action())
         if not _success(event):
             raise EpisodeFailed(
                 f"{unit.id}: pose {n} ({pose.teleport_action()}) failed: {event.metadata.get('errorMessage')}"
             )
-        yield event
+        if n >= start:
+            yield n, event
+
+
+def _limit(total: int, end: int | None, on_total: Callable[[int], int | None] | None) -> int:
+    limits = [total] + ([end] if end is not None else [])
+    if on_total is not None:
+        asked = on_total(total)
+        if asked is not None:
+            limits.append(asked)
+    return min(limits)
 
 
 def modality_of(key: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
@@ -16,6 +17,21 @@ def auto_workers(pending_units: int, software: bool) -> int:
     cpus = os.cpu_count() or 1
     per_machine = max(1, cpus // 2) if software else max(1, min(cpus // 2, 4))
     return max(1, min(pending_units, per_machine, MAX_AUTO_WORKERS))
+
+
+def work_capacity(units, chunk: int) -> int:
+    """How many players the units can keep busy at once: every chunk of a pose or generator episode can run on
+    a player of its own (a grid's size is unknown before its scene is loaded: counted as one per CPU), an action
+    sequence on one only (each action depends on the ones before)."""
+    capacity = 0
+    for unit in units:
+        if unit.episode.actions is not None:
+            capacity += 1
+        elif unit.known_frame_count is None:
+            capacity += os.cpu_count() or 1
+        else:
+            capacity += math.ceil(unit.known_frame_count / chunk)
+    return max(1, capacity)
 
 
 def resolve_platform(spec: JobSpec):
@@ -63,7 +79,10 @@ class JobPlan:
                 f"frames       {frames}",
                 f"size         {spec.environment.width}x{spec.environment.height}, modalities: {modalities}; "
                 f"cameras: {cameras}",
-                f"output       {spec.output.directory} ({spec.output.format})",
+                f"output       {spec.output.directory} ({spec.output.format}; committed every "
+                f"{spec.output.frames_per_shard} frames; metadata: {spec.output.metadata}"
+                + (f"; annotations: {', '.join(spec.render.annotations)}" if spec.render.annotations else "")
+                + ")",
             ]
         )
 
@@ -82,7 +101,8 @@ def plan_job(spec: JobSpec, *, workers: int | None = None, resolve: bool = True)
         finally:
             resolution.release()
     requested = workers if workers is not None else spec.workers
-    n = auto_workers(len(units), software) if requested in (None, "auto") else min(int(requested), len(units))
+    capacity = work_capacity(units, spec.output.frames_per_shard)
+    n = auto_workers(capacity, software) if requested in (None, "auto") else min(int(requested), capacity)
     return JobPlan(
         units=len(units),
         frames=sum(u.known_frame_count or 0 for u in units),

@@ -12,8 +12,10 @@ from typing import TextIO
 
 from rich.console import Console, Group
 from rich.live import Live
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
+
+MIN_FRAMES_FOR_ETA = 5  # fewer frames give a rate dominated by noise (a scene load, a slow first frame)
 
 
 def _rate(frames: int, seconds: float) -> float:
@@ -44,13 +46,33 @@ class _Counts:
         self.done = 0
         self.new = 0
         self.started = time.monotonic()
+        self.first_frame: float | None = None  # when this run's first frame arrived
         self.workers: dict[int, str] = {}
 
+    def count(self, frames: int) -> None:
+        self.done += frames
+        self.new += frames
+        if self.first_frame is None and frames > 0:
+            self.first_frame = time.monotonic()
+
     def eta(self) -> float | None:
-        rate = _rate(self.new, time.monotonic() - self.started)
-        if self.total is None or rate <= 0:
+        """Seconds left at the rate since the first frame: the players' start and scene loads before it would
+        make the first estimates several times too long. None until a few frames have been timed."""
+        if self.total is None or self.first_frame is None or self.new < MIN_FRAMES_FOR_ETA:
             return None
-        return max(0, self.total - self.done) / rate
+        rate = _rate(self.new - 1, time.monotonic() - self.first_frame)
+        return max(0, self.total - self.done) / rate if rate > 0 else None
+
+
+def _format_eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    seconds = int(round(seconds))
+    return (
+        f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+        if seconds >= 3600
+        else (f"{seconds // 60}:{seconds % 60:02d}")
+    )
 
 
 class PlainReporter(Reporter):
@@ -74,8 +96,7 @@ class PlainReporter(Reporter):
 
     def advance(self, frames=1):
         with self.c.lock:
-            self.c.done += frames
-            self.c.new += frames
+            self.c.count(frames)
             due = time.monotonic() - self._last >= self.interval
         if due:
             self._status()
@@ -98,7 +119,7 @@ class PlainReporter(Reporter):
             workers = "; ".join(f"w{w}: {s}" for w, s in sorted(self.c.workers.items()))
             line = (
                 f"render: {self.c.done}/{self.c.total if self.c.total is not None else '?'} frames, "
-                f"{_rate(self.c.new, elapsed):.1f} frames/s, ETA {'?' if eta is None else f'{eta:.0f}s'}"
+                f"{_rate(self.c.new, elapsed):.1f} frames/s, ETA {_format_eta(eta)}"
                 + (f" | {workers}" if workers else "")
             )
         self._write(line)
@@ -119,11 +140,10 @@ class RichReporter(Reporter):
             MofNCompleteColumn(),
             TextColumn("frames"),
             TextColumn("{task.fields[rate]:.1f} frames/s"),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
+            TextColumn("ETA {task.fields[eta]}"),
             console=self.console,
         )
-        self.task = self.progress.add_task("render", total=None, rate=0.0)
+        self.task = self.progress.add_task("render", total=None, rate=0.0, eta="?")
         self.live: Live | None = None
 
     def _renderable(self):
@@ -150,10 +170,10 @@ class RichReporter(Reporter):
 
     def advance(self, frames=1):
         with self.c.lock:
-            self.c.done += frames
-            self.c.new += frames
+            self.c.count(frames)
             rate = _rate(self.c.new, time.monotonic() - self.c.started)
-        self.progress.update(self.task, advance=frames, rate=rate)
+            eta = _format_eta(self.c.eta())
+        self.progress.update(self.task, advance=frames, rate=rate, eta=eta)
 
     def worker(self, worker, state):
         with self.c.lock:

@@ -1,10 +1,10 @@
-"""Resume bookkeeping: which work units of a job are finished, kept under ``<out>/.unirender-job/``.
+"""Resume bookkeeping under ``<out>/.unirender-job/``: the job's identity, its lock, its commit log.
 
-A unit (one repeat of one episode) is finished when its record file exists; the record is written
-atomically *after* all its frames are in place. A resumed job redoes every unit without a record, rewriting
-any files a killed attempt left with the same bytes, so nothing is duplicated or torn. ``job.json`` holds the
-spec's content hash: resuming into a directory that holds a different job is refused. A ``flock`` keeps two
-runs from writing one directory at the same time (the kernel drops it when a run dies, even by SIGKILL).
+Which chunks of which units are committed lives in the commit log (:mod:`unirender.jobs.chunks`); a resumed
+job redoes every chunk without a line there, rewriting any files a killed attempt left with the same bytes, so
+nothing is duplicated or torn. ``job.json`` holds the spec's content hash: resuming into a directory that
+holds a different job is refused. A ``flock`` keeps two runs from writing one directory at the same time (the
+kernel drops it when a run dies, even by SIGKILL).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any
 
 from unirender.errors import UnirenderError
 from unirender.jobs.atomic import sweep_temp_files, write_atomic
+from unirender.jobs.chunks import COMMIT_LOG, META_DIR, Commit, CommitLog
 from unirender.jobs.encoding import dumps_json
 from unirender.jobs.writers import FRAMES_DIR, SHARDS_DIR
 from unirender.spec.models import JobSpec
@@ -26,8 +27,18 @@ STATE_DIR = ".unirender-job"
 MANIFEST = "manifest.json"
 METADATA = "metadata.jsonl"
 CONTACT_SHEET = "contact_sheet.png"
+ANNOTATIONS_DIR = "annotations"
 # What a job owns in its output directory; --no-resume removes exactly these, nothing else.
-OWNED_PATHS = (STATE_DIR, FRAMES_DIR, SHARDS_DIR, MANIFEST, METADATA, CONTACT_SHEET)
+OWNED_PATHS = (
+    STATE_DIR,
+    FRAMES_DIR,
+    SHARDS_DIR,
+    META_DIR,
+    ANNOTATIONS_DIR,
+    MANIFEST,
+    METADATA,
+    CONTACT_SHEET,
+)
 
 
 class JobError(UnirenderError):
@@ -39,6 +50,7 @@ class JobState:
         self.root = Path(root)
         self.dir = self.root / STATE_DIR
         self._lock_fd: int | None = None
+        self.log = CommitLog(self.dir / COMMIT_LOG)
 
     @classmethod
     def open(cls, root: str | os.PathLike, spec: JobSpec, *, resume: bool = True) -> JobState:
@@ -57,7 +69,7 @@ class JobState:
                     f"spec {spec.content_hash()[:12]}); use another output directory, or --no-resume to "
                     "start over there"
                 )
-            sweep_temp_files(state.root)
+            state.log.repair()
             if saved is None:
                 state.dir.mkdir(parents=True, exist_ok=True)
                 write_atomic(
@@ -66,7 +78,6 @@ class JobState:
                         {"spec_hash": spec.content_hash(), "spec": spec.model_dump(mode="json")}
                     ).encode(),
                 )
-            (state.dir / "units").mkdir(exist_ok=True)
         except BaseException:
             state.close()
             raise
@@ -112,18 +123,18 @@ class JobState:
             else:
                 path.unlink(missing_ok=True)
 
-    def unit_path(self, unit_id: str) -> Path:
-        return self.dir / "units" / f"{unit_id}.json"
+    def commits(self) -> dict[tuple[str, int], Commit]:
+        return self.log.read()
 
-    def finished_units(self) -> dict[str, dict[str, Any]]:
-        """unit id -> its record (``frames``: the frame records, ``timings``)."""
-        done = {}
-        for path in sorted((self.dir / "units").glob("*.json")):
-            try:
-                done[path.stem] = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                continue  # cannot happen with atomic writes; treat as unfinished if it does
-        return done
-
-    def mark_finished(self, unit_id: str, record: dict[str, Any]) -> None:
-        write_atomic(self.unit_path(unit_id), dumps_json(record).encode())
+    def sweep(self, open_chunk_dirs: list[Path]) -> int:
+        """Remove temporaries a killed run left: they can only be in the flat directories (shards, metadata,
+        annotations, the root) and in the png directories of chunks that are not committed, so this costs
+        O(chunks), not O(files)."""
+        dirs = [
+            self.root,
+            self.dir,
+            self.root / SHARDS_DIR,
+            self.root / META_DIR,
+            self.root / ANNOTATIONS_DIR,
+        ]
+        return sum(sweep_temp_files(d, recursive=False) for d in dirs + open_chunk_dirs)

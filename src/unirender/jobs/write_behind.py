@@ -12,19 +12,36 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
+from unirender.jobs.chunks import select_metadata
 from unirender.jobs.episodes import frames_to_record
 from unirender.jobs.writers import EpisodeWriter
-from unirender.spec import RenderSpec
+from unirender.spec import OutputSpec, RenderSpec
 
 _DONE = object()
+_SEAL = object()
+
+# (chunk number, its frame records) -> None: writes the chunk's metadata and commits it.
+CommitFn = Callable[[int, list[dict[str, Any]]], None]
 
 
 class WriteBehind:
-    def __init__(self, writer: EpisodeWriter, render: RenderSpec, depth: int = 3):
+    def __init__(
+        self,
+        writer: EpisodeWriter,
+        render: RenderSpec,
+        output: OutputSpec,
+        commit: CommitFn,
+        annotate: Callable[[Any, dict[str, Any]], None] | None = None,
+        depth: int = 3,
+    ):
         self.writer = writer
         self.render = render
+        self.output = output
+        self.commit = commit
+        self.annotate = annotate  # (event, frame record) -> None: adds annotations to the record
         self.busy_s = 0.0  # helper thread time spent selecting, encoding and writing
         self._queue: queue.Queue = queue.Queue(maxsize=depth)
         self._error: BaseException | None = None
@@ -35,11 +52,15 @@ class WriteBehind:
         self._raise_error()
         self._queue.put((index, event))
 
-    def finish(self) -> list[dict[str, Any]]:
-        """Wait for every queued frame, then make the files final; the frame records."""
+    def seal(self) -> None:
+        """Commit the open chunk once its queued frames are written (on the helper thread, in order)."""
+        self._raise_error()
+        self._queue.put(_SEAL)
+
+    def finish(self) -> None:
+        """Wait for every queued frame and commit; raises what went wrong on the helper thread."""
         self._stop()
         self._raise_error()
-        return self.writer.finish()
 
     def discard(self) -> None:
         self._stop()
@@ -58,10 +79,16 @@ class WriteBehind:
         while (item := self._queue.get()) is not _DONE:
             if self._error is not None:
                 continue  # keep draining so that the worker never blocks on a full queue
-            index, event = item
             start = time.perf_counter()
             try:
-                self.writer.add(index, frames_to_record(event, self.render), dict(event.metadata))
+                if item is _SEAL:
+                    self.commit(*self.writer.seal())
+                else:
+                    index, event = item
+                    metadata = select_metadata(dict(event.metadata), self.output.metadata)
+                    record = self.writer.add(index, frames_to_record(event, self.render), metadata)
+                    if self.annotate is not None:
+                        self.annotate(event, record)
             except BaseException as exc:
                 self._error = exc
             self.busy_s += time.perf_counter() - start

@@ -1,6 +1,14 @@
 """Declarative specs: environments and rendering jobs, loaded from YAML/JSON/TOML and validated."""
 
-from unirender.spec.loader import check_builtin_scenes, load_environment, load_spec, read_document
+from unirender.spec.errors import format_errors, validation_problems
+from unirender.spec.loader import (
+    check_actions,
+    check_builtin_scenes,
+    load_environment,
+    load_spec,
+    read_document,
+    spec_warnings_text,
+)
 from unirender.spec.models import (
     MODALITIES,
     CameraSpec,
@@ -25,7 +33,11 @@ __all__ = [
     "PoseSpec",
     "RandomGenerator",
     "RenderSpec",
+    "check_actions",
     "check_builtin_scenes",
+    "format_errors",
+    "spec_warnings_text",
+    "validation_problems",
     "load_environment",
     "load_spec",
     "read_document",

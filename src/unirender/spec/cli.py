@@ -25,14 +25,17 @@ def register(sub) -> None:
 
 def cmd_check(args) -> int:
     from unirender.jobs.plan import plan_job
-    from unirender.spec import check_builtin_scenes, load_spec
+    from unirender.spec import check_actions, check_builtin_scenes, load_spec, spec_warnings_text
 
     try:
         spec = load_spec(args.spec)
         check_builtin_scenes(spec)
+        warnings = check_actions(spec)
     except SpecError as exc:
         print(f"unirender: {exc}", file=sys.stderr)
         return 2
+    if warnings:
+        print(f"unirender: {spec_warnings_text(spec, warnings)}", file=sys.stderr)
     print(f"{args.spec}: valid")
     try:
         plan = plan_job(spec, workers=args.workers, resolve=not args.no_resolve)

@@ -1,29 +1,64 @@
 """Load a spec from YAML, JSON, TOML or a mapping; report every problem as one ``SpecError``.
 
-Each error carries the dotted path of the offending key (``episodes.2.generator.count``) and, where the
-schema knows them, the allowed values or keys.
+Each problem carries the dotted path of the offending key (``episodes.2.generator.count``), its file, line
+and column when the spec came from a file, a "did you mean" for a misspelt key or value, and where the schema
+knows them the allowed values or keys (formatting: :mod:`unirender.spec.errors`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
 from unirender.errors import SpecError
-from unirender.spec.models import EnvironmentSpec, JobSpec, _FieldError
+from unirender.spec.errors import (
+    Position,
+    did_you_mean,
+    format_errors,
+    key_positions,
+    validation_problems,
+)
+from unirender.spec.models import EnvironmentSpec, JobSpec
 
 SUFFIX_FORMATS = {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".toml": "toml"}
 
+_Source = tuple[str, dict[str, Position]]  # (file name, key path -> position)
+# Where each loaded spec came from, for checks made after loading (kept out of the model: not part of equality).
+_SOURCES: dict[int, _Source] = {}
 
-def read_document(path: str | os.PathLike) -> dict[str, Any]:
-    """Parse a YAML/JSON/TOML file (chosen by suffix) into a mapping; SpecError on any failure."""
+
+def source_of(spec: JobSpec) -> _Source | tuple[None, None]:
+    return _SOURCES.get(id(spec), (None, None))
+
+
+def _remember_source(spec: JobSpec, source: _Source) -> None:
+    key = id(spec)
+    _SOURCES[key] = source
+    weakref.finalize(spec, _SOURCES.pop, key, None)
+
+
+def _syntax_position(exc: Exception) -> Position | None:
+    mark = getattr(exc, "problem_mark", None)
+    if mark is not None:
+        return mark.line + 1, mark.column + 1
+    if isinstance(exc, json.JSONDecodeError):
+        return exc.lineno, exc.colno
+    found = re.search(r"at line (\d+), column (\d+)", str(exc))  # tomllib puts it in the message
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
+def read_source(path: str | os.PathLike) -> tuple[dict[str, Any], _Source]:
+    """Parse a YAML/JSON/TOML file (chosen by suffix): the mapping and where each key is; SpecError (with the
+    line and column of a syntax error) on any failure."""
     path = Path(path)
     kind = SUFFIX_FORMATS.get(path.suffix.lower())
     if kind is None:
@@ -35,6 +70,8 @@ def read_document(path: str | os.PathLike) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SpecError(f"{path}: cannot read spec: {exc.strerror or exc}", [("", str(exc))]) from exc
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: not UTF-8 text: {exc}", [("", str(exc))]) from exc
     try:
         if kind == "yaml":
             data = yaml.safe_load(text)
@@ -43,26 +80,33 @@ def read_document(path: str | os.PathLike) -> dict[str, Any]:
         else:
             data = tomllib.loads(text)
     except (yaml.YAMLError, json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise SpecError(f"{path}: not valid {kind.upper()}: {exc}", [("", str(exc))]) from exc
+        where = _syntax_position(exc)
+        at = f"{path}:{where[0]}:{where[1]}" if where else str(path)
+        detail = str(exc).replace("\n", " ")
+        raise SpecError(f"{at}: not valid {kind.upper()}: {detail}", [("", detail)]) from exc
     if not isinstance(data, dict):
         raise SpecError(
-            f"{path}: a spec is a mapping at the top level, got {type(data).__name__}",
+            f"{path}:1:1: a spec is a mapping at the top level, got {type(data).__name__}",
             [("", "top level must be a mapping")],
         )
-    return data
+    return data, (str(path), key_positions(text, kind))
+
+
+def read_document(path: str | os.PathLike) -> dict[str, Any]:
+    """Parse a YAML/JSON/TOML file (chosen by suffix) into a mapping; SpecError on any failure."""
+    return read_source(path)[0]
 
 
 def load_spec(source: str | os.PathLike | Mapping[str, Any] | JobSpec) -> JobSpec:
     """A validated :class:`JobSpec` from a file path, a mapping or an existing spec."""
     if isinstance(source, JobSpec):
         return source
-    origin = None
+    where = None
     if isinstance(source, Mapping):
         data = dict(source)
     else:
-        origin = str(source)
-        data = read_document(source)
-    return _validate(JobSpec, data, origin)
+        data, where = read_source(source)
+    return _validate(JobSpec, data, where)
 
 
 def load_environment(source: str | os.PathLike | Mapping[str, Any] | EnvironmentSpec) -> EnvironmentSpec:
@@ -70,20 +114,25 @@ def load_environment(source: str | os.PathLike | Mapping[str, Any] | Environment
     (a job file works: the rest of it is ignored)."""
     if isinstance(source, EnvironmentSpec):
         return source
-    origin = None
+    where = None
     if isinstance(source, Mapping):
         data = dict(source)
     else:
-        origin = str(source)
-        data = read_document(source)
+        data, where = read_source(source)
     prefix = ""
     if "environment" in data:
         data, prefix = data["environment"], "environment"
         if not isinstance(data, Mapping):
-            raise SpecError(
-                _header(origin) + "\n  environment: must be a mapping", [("environment", "must be a mapping")]
-            )
-    return _validate(EnvironmentSpec, dict(data), origin, prefix)
+            problems = [("environment", "must be a mapping")]
+            raise SpecError(format_errors(problems, origin=where[0] if where else None,
+                                          positions=where[1] if where else None), problems)  # fmt: skip
+    return _validate(EnvironmentSpec, dict(data), where, prefix)
+
+
+def _raise_problems(spec: JobSpec, problems: list[tuple[str, str]]) -> None:
+    if problems:
+        origin, positions = source_of(spec)
+        raise SpecError(format_errors(problems, origin=origin, positions=positions), problems)
 
 
 def check_builtin_scenes(spec: JobSpec) -> None:
@@ -109,105 +158,46 @@ def check_builtin_scenes(spec: JobSpec) -> None:
         and episode.scene not in known
         and f"{episode.scene}_physics" not in known
     ]
-    if errors:
-        lines = [f"  {path}: {message}" for path, message in errors]
-        raise SpecError(_header(None) + "\n" + "\n".join(lines), errors)
+    _raise_problems(spec, errors)
 
 
-def _validate(model: type[BaseModel], data: dict[str, Any], origin: str | None, prefix: str = ""):
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        # One entry per key path, in the order pydantic reports them; the members of a union that all
-        # failed (a name or a mapping, an int or 'auto') are joined into one message.
-        merged: dict[str, list[str]] = {}
-        for err in exc.errors():
-            path, message = _describe(err, data, model, prefix)
-            if message not in merged.setdefault(path, []):
-                merged[path].append(message)
-        errors = [(path, "; or ".join(messages)) for path, messages in merged.items()]
-        lines = [f"  {path or '(top level)'}: {message}" for path, message in errors]
-        raise SpecError(_header(origin) + "\n" + "\n".join(lines), errors) from None
+def check_actions(spec: JobSpec) -> list[tuple[str, str]]:
+    """Every action name in the episodes against the builtin player's actions. With the builtin player an
+    unknown name is a SpecError (with a "did you mean"); a Unity build's actions cannot be known from here, so
+    for one the same findings are returned as warnings and the job may go ahead."""
+    from unirender.player.actions import ACTIONS
 
-
-def _header(origin: str | None) -> str:
-    return f"invalid spec {origin}:" if origin else "invalid spec:"
-
-
-def _describe(err: dict, data: Any, model: type[BaseModel], prefix: str) -> tuple[str, str]:
-    loc = _input_path(err["loc"], data, missing=err["type"] == "missing")
-    message = err["msg"]
-    ctx = err.get("ctx") or {}
-    cause = ctx.get("error")
-    if isinstance(cause, _FieldError):
-        # A cross-field rule that names the field it belongs to.
-        loc = loc + cause.field.split(".")
-        message = str(cause)
-    elif isinstance(cause, ValueError):
-        message = str(cause)
-    if err["type"] == "extra_forbidden":
-        allowed = _allowed_keys(model, loc[:-1], data)
-        message = "unknown key" + (f"; allowed keys: {', '.join(allowed)}" if allowed else "")
-    elif err["type"] == "missing":
-        message = "required key is missing"
-    elif "input" in err and not isinstance(cause, ValueError):
-        shown = repr(err["input"])
-        if len(shown) <= 60 and not isinstance(err["input"], dict | list):
-            message += f" (got {shown})"
-    path = ".".join(str(p) for p in ([prefix] if prefix else []) + list(loc))
-    return path, message
-
-
-def _input_path(loc: tuple, data: Any, missing: bool) -> list:
-    """pydantic locations include union member tags (``generator.grid.rotations``, ``actions.0.str``); keep
-    only the parts that exist in the user's document (plus the name of a missing key), so the path is one
-    they can find."""
-    out: list = []
-    node = data
-    for i, part in enumerate(loc):
-        if isinstance(node, Mapping) and part in node:
-            out.append(part)
-            node = node[part]
-        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
-            out.append(part)
-            node = node[part]
-        elif missing and i == len(loc) - 1:
-            out.append(part)  # the key that should have been there
-        # else: a union member tag, not in the document
-    return out
-
-
-def _allowed_keys(model: type[BaseModel], loc: list, data: Any) -> list[str]:
-    """The field names of the model found at ``loc`` (walks nested models, lists and unions; a union
-    member is chosen by the document's ``kind``)."""
-    candidates: list[type[BaseModel]] = [model]
-    node = data
-    for part in loc:
-        node = node[part] if isinstance(node, Mapping | list) else None
-        if isinstance(part, int):
-            continue
-        nxt: list[type[BaseModel]] = []
-        for m in candidates:
-            field = m.model_fields.get(part)
-            if field is None:
+    known = sorted(ACTIONS)
+    problems = []
+    for i, episode in enumerate(spec.episodes):
+        for j, action in enumerate(episode.action_dicts()):
+            name = action["action"]
+            if name in ACTIONS:
                 continue
-            stack = [field.annotation]
-            while stack:
-                t = stack.pop()
-                if isinstance(t, type) and issubclass(t, BaseModel):
-                    nxt.append(t)
-                else:
-                    stack.extend(get_args(t))
-        candidates = nxt
-        kind = node.get("kind") if isinstance(node, Mapping) else None
-        if kind is not None:
-            candidates = [m for m in candidates if _accepts_kind(m, kind)]
-    keys: list[str] = []
-    for m in candidates:
-        keys.extend(k for k in m.model_fields if k not in keys)
-    return keys
+            guess = did_you_mean(name, known)
+            hint = f"; did you mean {guess!r}?" if guess else ""
+            problems.append(
+                (f"episodes.{i}.actions.{j}", f"{name!r} is not an action of the builtin player{hint}")
+            )
+    if spec.environment.is_builtin:
+        _raise_problems(spec, problems)
+        return []
+    return [(path, f"{message} (a Unity build may have it)") for path, message in problems]
 
 
-def _accepts_kind(model: type[BaseModel], kind: Any) -> bool:
-    field = model.model_fields.get("kind")
-    return field is None or kind in get_args(field.annotation)
+def spec_warnings_text(spec: JobSpec, warnings: list[tuple[str, str]]) -> str:
+    """Warnings in the same ``file:line:col: path: message`` form as errors."""
+    origin, positions = source_of(spec)
+    return format_errors(warnings, origin=origin, positions=positions, header="warning: spec")
+
+
+def _validate(model: type[BaseModel], data: dict[str, Any], source: _Source | None, prefix: str = ""):
+    try:
+        spec = model.model_validate(data)
+    except ValidationError as exc:
+        problems = validation_problems(exc, data, model, prefix)
+        origin, positions = source if source else (None, None)
+        raise SpecError(format_errors(problems, origin=origin, positions=positions), problems) from None
+    if source and isinstance(spec, JobSpec):
+        _remember_source(spec, source)
+    return spec

@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from unirender.spec.errors import _FieldError
+
 Modality = Literal["rgb", "depth", "instance_segmentation", "semantic_segmentation", "normals", "flow"]
 MODALITIES: tuple[str, ...] = Modality.__args__  # type: ignore[attr-defined]
 
@@ -158,6 +160,11 @@ class RenderSpec(_Strict):
     modalities: list[Modality] = Field(default_factory=lambda: ["rgb"], min_length=1)
     depth_format: DepthFormat = "Meters"
     cameras: list[CameraSpec] = Field(default_factory=list)
+    annotations: list[Literal["coco", "cameras"]] = Field(
+        default_factory=list,
+        description="extra files beside the images: 'coco' (COCO instance annotations per camera, needs "
+        "instance_segmentation), 'cameras' (per-frame intrinsics, extrinsics and depth files as JSON)",
+    )
     flow_policy: Literal["previous_step"] | None = Field(
         None,
         description="what optical flow is measured against; 'previous_step': the frame the player rendered "
@@ -181,6 +188,15 @@ class RenderSpec(_Strict):
         if dup:
             raise ValueError(f"camera names must be unique; repeated: {dup}")
         return value
+
+    @model_validator(mode="after")
+    def _coco_needs_instances(self) -> RenderSpec:
+        if "coco" in self.annotations and "instance_segmentation" not in self.modalities:
+            raise _FieldError(
+                "annotations",
+                "'coco' is made from the instance masks: add 'instance_segmentation' to modalities",
+            )
+        return self
 
     @model_validator(mode="after")
     def _flow_needs_policy(self) -> RenderSpec:
@@ -301,8 +317,20 @@ class OutputSpec(_Strict):
     depth_encoding: Literal["npy", "png16"] = Field(
         "npy", description="png format: depth as float32 .npy (exact) or 16-bit PNG in millimetres"
     )
-    frames_per_shard: int = Field(500, ge=1, description="npz / webdataset: frames per shard at most")
-    compress: bool = Field(False, description="npz: deflate the arrays (smaller, slower)")
+    frames_per_shard: int = Field(
+        100,
+        ge=1,
+        description="frames per shard: the unit of commit (a stop loses at most one shard); npz / webdataset "
+        "write one archive per shard",
+    )
+    compress: bool = Field(
+        True, description="npz: deflate the arrays (smaller; see docs/jobs.md for figures)"
+    )
+    metadata: Literal["all", "none"] | list[str] = Field(
+        "all",
+        description="per-frame metadata kept: 'all', 'none', or key paths such as 'agent', 'objects.position' "
+        "(a path into a list of mappings keeps that key of every item)",
+    )
     png_compress_level: int = Field(1, ge=0, le=9)
 
     @model_validator(mode="after")
@@ -366,11 +394,3 @@ class JobSpec(_Strict):
             data["environment"].pop(key)
         blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()
-
-
-class _FieldError(ValueError):
-    """A model-level rule that belongs to one field: the loader reports it under that field's path."""
-
-    def __init__(self, field: str, message: str):
-        self.field = field
-        super().__init__(message)
