@@ -18,7 +18,7 @@ import threading
 from typing import Protocol
 
 from unirender.protocol import ProtocolError
-from unirender.protocol.multipart import parse_form, payload_parts_from_form
+from unirender.protocol.multipart import parse_form, parse_options_header, payload_parts_from_form
 from unirender.transport.serving import (
     CONNECTION_KEY,
     ConnectionPolicy,
@@ -263,8 +263,6 @@ def _form_delimiter(content_type: str | None) -> bytes | None:
     """The part delimiter of a ``multipart/form-data`` body (None for any other body)."""
     if not content_type or not content_type.startswith("multipart/"):
         return None
-    from werkzeug.http import parse_options_header
-
     boundary = parse_options_header(content_type)[1].get("boundary")
     return b"\r\n--" + boundary.encode("latin-1") if boundary else None
 
