@@ -20,7 +20,7 @@ import time
 from typing import TYPE_CHECKING
 
 from unirender.protocol import ProtocolError
-from unirender.protocol.multipart import parse_form, payload_parts_from_form
+from unirender.protocol.multipart import form_payload_parts, parse_form
 from unirender.protocol.pool import BufferPool
 
 if TYPE_CHECKING:
@@ -338,7 +338,7 @@ class PlayerHub:
         try:
             fields, files = parse_form(environ.get("CONTENT_TYPE"), body, part_sizes=self._part_sizes)
             token = (fields.get("token") or [None])[0]
-            metadata, files, token = payload_parts_from_form(fields, files)
+            metadata, files, token = form_payload_parts(fields, files)  # metadata decoded when read
         except ProtocolError as exc:
             return self._bad(start_response, "400 Bad Request", f"bad /train form: {exc}", token, exc)
         channel = self._channels.get(token) if token is not None else None
