@@ -420,3 +420,38 @@ def test_patch_fields_do_not_decode_the_base():
     assert not event and event.peek_metadata("errorCode") == "X" and event.screen_width == W
     assert not base.document.decoded
     assert event.metadata["errorCode"] == "X" and event.metadata["objects"][0]["objectId"] == "Apple|0"
+
+
+@pytest.mark.parametrize("fmt", [MSGPACK, JSON])
+def test_realistic_metadata_is_read_partially(fmt):
+    """An AI2-THOR-sized document (the fake player's 50 objects) takes the partial read, not the fallback."""
+    from fixtures.fake_player import FakeAgentManager, dumps_metadata, pack_metadata
+
+    manager = FakeAgentManager(
+        ["-screen-width", "300", "-screen-height", "300"], {"FAKE_PLAYER_OBJECTS": "50"}
+    )
+    manager.dispatch({"action": "Initialize", "renderInstanceSegmentation": True, "renderDepthImage": True})
+    manager.dispatch({"action": "Nope", "sequenceId": 4})  # a failed action: errorCode, errorMessage set
+    metadata, _images = manager.emission(render=True)
+    raw = pack_metadata(metadata) if fmt == MSGPACK else dumps_metadata(metadata)
+    assert 50_000 < len(raw) < 100_000
+    fields = scan_step_fields(raw, fmt)
+    assert fields is not None
+    assert fields.top == {"sequenceId": 4, "activeAgentId": 0}
+    assert fields.agents[0]["lastActionSuccess"] is False and fields.agents[0]["errorCode"] == "InvalidAction"
+    check_agreement(raw, fmt)
+
+
+def test_fake_player_static_splice_encodes_the_same_document():
+    """The benchmark mode of the fake player (pre-encoded objects spliced in) sends the very same document."""
+    from fixtures.fake_player import FakeAgentManager, dumps_metadata, pack_metadata
+
+    env = {"FAKE_PLAYER_OBJECTS": "7", "FAKE_PLAYER_STATIC": "1"}
+    manager = FakeAgentManager(["-screen-width", "30", "-screen-height", "20"], env)
+    manager.dispatch({"action": "Initialize", "agentCount": 2, "renderInstanceSegmentation": True})
+    metadata, _images = manager.emission(render=True)
+    assert msgpack.unpackb(pack_metadata(metadata)) == msgpack.unpackb(
+        msgpack.packb(metadata, use_single_float=True)
+    )
+    assert json.loads(dumps_metadata(metadata)) == json.loads(json.dumps(metadata))
+    assert len(metadata["agents"][1]["objects"]) == 7
