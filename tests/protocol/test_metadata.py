@@ -455,3 +455,21 @@ def test_fake_player_static_splice_encodes_the_same_document():
     )
     assert json.loads(dumps_metadata(metadata)) == json.loads(json.dumps(metadata))
     assert len(metadata["agents"][1]["objects"]) == 7
+
+
+def test_a_caller_that_reads_metadata_gets_it_decoded_on_arrival():
+    """Adaptive: metadata read last step -> the next document is decoded on arrival (no partial read on top);
+    left alone -> the next one stays undecoded."""
+    protocol = ControllerProtocol()
+    first = fifo_payload(document(agent_meta()), {}, protocol)
+    protocol.prepare_action({"action": "MoveAhead"})
+    second = fifo_payload(document(agent_meta(), sequence_id=1), {}, protocol)
+    assert not first.document.decoded and not second.document.decoded
+    assert build_event(second).metadata["lastAction"] == "MoveAhead"
+    protocol.prepare_action({"action": "MoveAhead"})
+    third = fifo_payload(document(agent_meta(), sequence_id=2), {}, protocol)
+    assert third.document.decoded
+    build_event(third)  # frames only from now on
+    protocol.prepare_action({"action": "MoveAhead"})
+    fourth = fifo_payload(document(agent_meta(), sequence_id=3), {}, protocol)
+    assert not fourth.document.decoded

@@ -154,9 +154,6 @@ class Event:
         if metadata is not None:
             self._metadata = metadata if isinstance(metadata, MetadataWrapper) else MetadataWrapper(metadata)
             self._step = self._metadata
-        elif document.decoded:
-            self._metadata = MetadataWrapper(document.decode()["agents"][agent])
-            self._step = self._metadata
         else:
             self._metadata = None
             self._step = document.fields.agents[agent]  # the step keys, read without a full decode

@@ -171,17 +171,29 @@ class MetadataDocument:
     """One ``MultiAgentMetadata`` document: :meth:`decode` gives the dict (decoded once, then shared), :attr:`fields`
     the step keys (without a full decode where the document allows it)."""
 
-    __slots__ = ()
+    __slots__ = ("read",)
 
     raw = None  # the bytes as received (msgpack) or the JSON text, where the document has them
     format: str | None = None
 
+    def __init__(self) -> None:
+        self.read = False  # someone asked for the decoded dict (decode()), not just the step keys
+
     @property
     def decoded(self) -> bool:
-        """True once :meth:`decode` has run (reading the metadata costs nothing more)."""
+        """True once the document is decoded (reading the metadata costs nothing more)."""
         raise NotImplementedError
 
     def decode(self) -> dict:
+        """The decoded dict (decoded on the first call, then shared); marks the document as read."""
+        self.read = True
+        return self._load()
+
+    def preload(self) -> None:
+        """Decode now without marking the document as read (for a caller known to read it)."""
+        self._load()
+
+    def _load(self) -> dict:
         raise NotImplementedError
 
     @property
@@ -195,12 +207,13 @@ class DecodedMetadata(MetadataDocument):
     __slots__ = ("_fields", "metadata")
 
     def __init__(self, metadata: dict):
+        super().__init__()
         self.metadata = metadata
         self._fields: StepFields | None = None
 
     decoded = True
 
-    def decode(self) -> dict:
+    def _load(self) -> dict:
         return self.metadata
 
     @property
@@ -225,6 +238,7 @@ class RawMetadata(MetadataDocument):
     def __init__(self, raw, format: str):
         if format not in _SCANNERS:
             raise ValueError(f"metadata format must be {MSGPACK!r} or {JSON!r}, got {format!r}")
+        super().__init__()
         self.raw = raw
         self.format = format
         self._decoded: dict | None = None
@@ -234,7 +248,7 @@ class RawMetadata(MetadataDocument):
     def decoded(self) -> bool:
         return self._decoded is not None
 
-    def decode(self) -> dict:
+    def _load(self) -> dict:
         if self._decoded is None:
             if self.format == MSGPACK:
                 self._decoded = unpack_metadata(self.raw)
@@ -246,7 +260,7 @@ class RawMetadata(MetadataDocument):
     def fields(self) -> StepFields:
         if self._fields is None:
             fields = None if self._decoded is not None else scan_step_fields(self.raw, self.format)
-            self._fields = fields if fields is not None else step_fields_of(self.decode())
+            self._fields = fields if fields is not None else step_fields_of(self._load())
         return self._fields
 
     def raw_bytes(self) -> bytes:
@@ -273,6 +287,7 @@ class PatchedMetadata(MetadataDocument):
     __slots__ = ("_decoded", "_fields", "active_agent_id", "base", "sequence_id", "updates")
 
     def __init__(self, base: MetadataDocument, updates: dict[int, dict], active_agent_id: int, sequence_id):
+        super().__init__()
         self.base = base
         self.updates = updates
         self.active_agent_id = active_agent_id
@@ -292,9 +307,9 @@ class PatchedMetadata(MetadataDocument):
     def decoded(self) -> bool:
         return self._decoded is not None
 
-    def decode(self) -> dict:
+    def _load(self) -> dict:
         if self._decoded is None:
-            previous = self.base.decode()
+            previous = self.base._load()
             agents = [dict(agent) for agent in previous["agents"]]
             for agent_id, update in self.updates.items():
                 agents[agent_id].update(update)

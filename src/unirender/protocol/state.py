@@ -92,8 +92,18 @@ class ControllerProtocol:
 
     def accept(self, metadata: dict | MetadataDocument, files: dict[str, list[memoryview]]) -> Payload:
         """A full message: checks its shape and ``sequenceId`` against the last action sent (from the step keys,
-        without decoding the document) and remembers it for patches."""
+        without decoding the document) and remembers it for patches.
+
+        Adaptive: when the previous message's metadata was read by the time this one arrives (a caller that
+        reads metadata every step), this one is decoded at once, which costs what an eager decode costs; a
+        caller that leaves metadata alone keeps getting the partial read.
+        """
         document = as_document(metadata)
+        previous = self._previous
+        if previous is not None and previous.document.read:
+            # The caller read the last step's metadata: it reads every step's, so decode now and skip the partial
+            # read (which would be pure overhead on top of the full decode).
+            document.preload()
         top = document.fields.top  # raises MetadataError for a document of the wrong shape
         if "sequenceId" not in top:
             raise MetadataError("metadata has no 'sequenceId' (spec 5.5)")
