@@ -232,7 +232,12 @@ def test_corrupted_documents_never_disagree(fmt, edits, cut):
         '{"agents":{"0":{}},"sequenceId":1}',
         '{"agents":[1],"sequenceId":1}',
         "[1]",
+        '{"agents":[{}],"sequenceId":1,"x":'
+        + "[" * 100_000
+        + "]" * 100_000
+        + "}",  # nesting beyond any limit
     ],
+    ids=lambda value: repr(value)[:48],
 )
 def test_json_edge_cases(text):
     check_agreement(text, JSON)
@@ -251,7 +256,9 @@ def test_json_edge_cases(text):
         msgpack.packb({"agents": [{"x": "ok"}], "sequenceId": 1}).replace(b"\xa2ok", b"\xa2\xff\xfe"),
         msgpack.packb({"agents": [{"lastActionSuccess": True}], "sequenceId": 1})[:-1],  # truncated
         b"\xc1",  # never used
+        b"\x82\xa6agents\x91\x80\xa1x" + b"\x91" * 100_000 + b"\x01",  # nesting beyond any limit
     ],
+    ids=lambda value: repr(value)[:48],
 )
 def test_msgpack_edge_cases(data):
     check_agreement(data, MSGPACK)

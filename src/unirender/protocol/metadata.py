@@ -95,7 +95,7 @@ def scan_step_fields(raw, format: str) -> StepFields | None:
     (malformed, unexpected shape, a step value that is not a plain scalar)."""
     try:
         doc = _SCANNERS[format].decode(raw)
-    except (msgspec.MsgspecError, ValueError, TypeError):
+    except (msgspec.MsgspecError, ValueError, TypeError, RecursionError):  # deep nesting: RecursionError
         return None
     agents = doc.agents
     if agents is _UNSET or not agents:
