@@ -290,6 +290,14 @@ def test_json_full_decode_matches_json_loads(value):
     assert same(loads_json(text), json.loads(text))
 
 
+@settings(max_examples=300, deadline=None)
+@given(number=st.from_regex(r"-?(0|[1-9][0-9]{0,30})(\.[0-9]{1,40})?([eE][-+]?[0-9]{1,3})?", fullmatch=True))
+def test_json_numbers_decode_as_json_loads(number):
+    """Every JSON number spelling (long mantissas, huge or tiny exponents) gives json.loads' value exactly."""
+    text = f'{{"n": [{number}]}}'
+    assert same(loads_json(text), json.loads(text))
+
+
 # -- events over raw documents --------------------------------------------------------------------------------
 def rgba() -> np.ndarray:
     return np.arange(H * W * 4, dtype=np.uint8).reshape(H, W, 4)
