@@ -1,17 +1,25 @@
-"""Transport benchmark: per-step round trip through ``Controller.step()``, side by side with a null floor and
-(``--with-ai2thor``) AI2-THOR 5.0.0's own FifoServer/WsgiServer, all fed by the same fake player answering at once.
+"""Transport benchmark: per-step round trip through ``Controller.step()`` with AI2-THOR-sized metadata, side by side
+with the same code before lazy metadata, a null floor and (``--with-ai2thor``) AI2-THOR 5.0.0's own
+FifoServer/WsgiServer, all fed by the same fake player answering at once.
 
-    .venv/bin/python benchmarks/transport.py [--with-ai2thor] [--quick] [--write]
+    .venv/bin/python benchmarks/transport.py [--with-ai2thor] [--quick] [--rounds N] [--objects N] [--write]
 
-* unirender: ``Controller(fake player).step("MoveAhead")``; images are not touched (lazy decoding). The controller's
-  own overhead per step is the step time minus the time spent inside ``transport.send``/``transport.receive``.
+* The payload: the fake player with ``FAKE_PLAYER_OBJECTS=50`` (50 AI2-THOR-like objects with every key a 5.0.0
+  build sends: ~55 KB of msgpack / ~83 KB of JSON per step) plus the frames of each configuration.
+* Every contender is measured twice, as two kinds of caller: **frames** = ``step()`` and the enabled frames read
+  (``event.frame``, ``depth_frame``, ``instance_segmentation_frame``), metadata untouched; **keys** = the same plus
+  every metadata key read (every agent key and every key of every object).
+* unirender: ``Controller(fake player).step("MoveAhead")`` in a child process. **eager** is the same tree as it was
+  before lazy metadata (``git archive`` of the parent of the commit that added ``protocol/metadata.py``, or
+  ``--eager-ref``), run the same way: today's eager path, for the "no slower with every key read" check.
 * AI2-THOR 5.0.0: its ``FifoServer``/``WsgiServer`` ``send`` + ``receive`` in a separate venv
   (``/tmp/unirender-bench-ai2thor``, set up by this script with ``ai2thor==5.0.0 Flask==2.1.3 Werkzeug==2.1.1``).
   Werkzeug 2.1 closes every connection, so for it (only) the fake reconnects instead of failing like Unity.
 * null floor: a child that writes the same number of bytes per step to a pipe / TCP socket and reads a 64-byte
   reply; the parent reads them into a preallocated buffer. Nothing is parsed.
 
-Prints medians, p90 and ratios; ``--write`` also writes ``benchmarks/results-transport.md``.
+Rounds are interleaved (every contender once per round) and their samples pooled; prints medians, p90 and ratios.
+``--write`` also writes ``benchmarks/results-transport.md`` (keeping its hand-written "## Notes").
 """
 
 from __future__ import annotations
@@ -45,25 +53,62 @@ CONFIGS = [
     ("1024x1024 rgb+depth+ids", 1024, 1024, RGB_DEPTH_IDS),
 ]
 REPLY = b'{"action": "MoveAhead", "sequenceId": 12345}'.ljust(64)
-METADATA_BYTES = 2500  # about what the fake's metadata weighs per step (msgpack / JSON)
+DEFAULT_OBJECTS = 50  # a FloorPlan kitchen has 50-100 objects
+CALLERS = ("frames", "keys")
 
 
 def steps_for(width: int, quick: bool) -> tuple[int, int]:
     """(warm-up, measured) steps."""
     if width >= 1024:
-        return (3, 15) if quick else (5, 40)
-    return (10, 60) if quick else (30, 400)
+        return (3, 15) if quick else (5, 30)
+    return (10, 60) if quick else (20, 200)
 
 
-def fake_env(extra: dict | None = None) -> dict:
-    env = dict(os.environ, FAKE_PLAYER_STATIC="1", FAKE_PLAYER_FLAVOUR="Linux64", FAKE_PLAYER_MISBEHAVE="")
-    env.update(extra or {})
-    return env
+def fake_settings(objects: int) -> dict:
+    """The fake player's environment: static frames, realistic metadata encoded once (its own cost is not what is
+    measured, and it is the same for every contender)."""
+    return {"FAKE_PLAYER_STATIC": "1", "FAKE_PLAYER_FLAVOUR": "Linux64", "FAKE_PLAYER_MISBEHAVE": "",
+            "FAKE_PLAYER_OBJECTS": str(objects)}  # fmt: skip
 
 
-def payload_bytes(width: int, height: int, params: dict) -> int:
+def fake_env(objects: int) -> dict:
+    return dict(os.environ, **fake_settings(objects))
+
+
+def metadata_bytes(width: int, height: int, params: dict, objects: int) -> tuple[int, int]:
+    """(msgpack, JSON) size of the fake's metadata for one step of this configuration."""
+    from fixtures.fake_player import FakeAgentManager, dumps_metadata, pack_metadata
+
+    manager = FakeAgentManager(["-screen-width", str(width), "-screen-height", str(height)], fake_env(objects))
+    manager.dispatch({"action": "Initialize", **params})
+    metadata, _images = manager.emission(render=True)
+    return len(pack_metadata(metadata)), len(dumps_metadata(metadata).encode())
+
+
+def payload_bytes(width: int, height: int, params: dict, objects: int, server: str) -> int:
     kinds = ["rgb"] + (["depth", "ids"] if params else [])
-    return METADATA_BYTES + sum(len(wire_image(k, width, height, frame=0, index=0)) for k in kinds)
+    packed, text = metadata_bytes(width, height, params, objects)
+    images = sum(len(wire_image(k, width, height, frame=0, index=0)) for k in kinds)
+    return images + (packed if server == "fifo" else text)
+
+
+def read_frames(event, params: dict) -> None:
+    """What a frames-only caller does: take the arrays of every enabled modality."""
+    assert event.frame is not None
+    if params:
+        assert event.depth_frame is not None and event.instance_segmentation_frame is not None
+
+
+def read_every_key(event) -> int:
+    """What a metadata-hungry caller does: every agent key, every key of every object."""
+    metadata = event.metadata
+    count = 0
+    for _key, _value in metadata.items():  # items(): 5.0.0's wrapper raises on a plain ["reachablePositions"]
+        count += 1
+    for obj in metadata["objects"]:
+        for _key, _value in obj.items():
+            count += 1
+    return count
 
 
 def summary(samples: list[float]) -> dict:
@@ -76,13 +121,15 @@ def summary(samples: list[float]) -> dict:
 
 
 # -- unirender ----------------------------------------------------------------------------------------------------
-def bench_unirender(exe: str, server: str, width: int, height: int, params: dict, quick: bool, log_dir: str):
+def unirender_runner(cfg: dict) -> None:
+    """Child side: one Controller, ``cfg["steps"]`` timed steps as caller ``cfg["caller"]``; prints JSON samples.
+    Runs in a child so that the eager contender imports the old tree (its ``PYTHONPATH``)."""
     from unirender import Controller
 
-    os.environ.update(fake_env())
-    warmup, steps = steps_for(width, quick)
-    with Controller(exe, width=width, height=height, server=server, platform="CloudRendering", log_dir=log_dir,
-                    **params) as c:  # fmt: skip
+    os.environ.update(fake_settings(cfg["objects"]))
+    params = cfg["params"]
+    with Controller(cfg["exe"], width=cfg["width"], height=cfg["height"], server=cfg["server"],
+                    platform="CloudRendering", log_dir=cfg["log_dir"], **params) as c:  # fmt: skip
         transport = c.transport
         inside = [0.0]
         send, receive = transport.send, transport.receive
@@ -102,21 +149,51 @@ def bench_unirender(exe: str, server: str, width: int, height: int, params: dict
                 inside[0] += time.perf_counter() - t
 
         transport.send, transport.receive = timed_send, timed_receive
+        keys = cfg["caller"] == "keys"
         totals, overheads = [], []
-        for i in range(warmup + steps):
+        for i in range(cfg["warmup"] + cfg["steps"]):
             inside[0] = 0.0
             t0 = time.perf_counter()
             event = c.step("MoveAhead")
+            read_frames(event, params)
+            if keys:
+                read_every_key(event)
             elapsed = time.perf_counter() - t0
-            if i >= warmup:
+            if i >= cfg["warmup"]:
                 totals.append(elapsed)
                 overheads.append(elapsed - inside[0])
-        assert event.metadata["screenWidth"] == width
-        # one decode, to show what touching the frame costs on top (not part of the step)
-        t0 = time.perf_counter()
-        _ = event.frame
-        decode_ms = (time.perf_counter() - t0) * 1e3
-    return {"samples": totals, "overheads": overheads, "decode_ms": [decode_ms]}
+        assert event.metadata["screenWidth"] == cfg["width"]
+        assert len(event.metadata["objects"]) == max(cfg["objects"], 4)
+    print(json.dumps({"samples": totals, "overheads": overheads}))
+
+
+def bench_unirender(src: Path, exe: str, server: str, width: int, height: int, params: dict, caller: str,
+                    args, log_dir: str) -> dict:  # fmt: skip
+    warmup, steps = steps_for(width, args.quick)
+    cfg = {"exe": exe, "server": server, "width": width, "height": height, "params": params, "caller": caller,
+           "objects": args.objects, "warmup": warmup, "steps": steps, "log_dir": log_dir}  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=str(src))
+    out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--unirender-runner", json.dumps(cfg)],
+                         capture_output=True, text=True, timeout=600, env=env)  # fmt: skip
+    if out.returncode != 0:
+        raise RuntimeError(f"unirender ({src}) {server} run failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def export_eager_tree(ref: str | None, into: str) -> tuple[Path, str]:
+    """``src/`` as it was before lazy metadata (or at ``ref``), exported with ``git archive``; (path, commit)."""
+    if ref is None:
+        added = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H", "--",
+                                "src/unirender/protocol/metadata.py"], cwd=ROOT, capture_output=True, text=True,
+                               check=True).stdout.split()  # fmt: skip
+        if not added:
+            raise RuntimeError("cannot find the commit that added protocol/metadata.py; pass --eager-ref")
+        ref = added[-1] + "^"
+    commit = subprocess.run(["git", "rev-parse", "--short", ref], cwd=ROOT, capture_output=True, text=True,
+                            check=True).stdout.strip()  # fmt: skip
+    archive = subprocess.run(["git", "archive", commit, "src"], cwd=ROOT, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", into], input=archive, check=True)
+    return Path(into) / "src", commit
 
 
 # -- AI2-THOR 5.0.0 -----------------------------------------------------------------------------------------------
@@ -146,11 +223,23 @@ try:
     server.receive()
     server.send(dict(action="Initialize", **cfg["params"]))
     server.receive()
+    keys = cfg["caller"] == "keys"
     times = []
     for i in range(cfg["warmup"] + cfg["steps"]):
         t0 = time.perf_counter()
         server.send({"action": "MoveAhead"})
         event = server.receive()
+        assert event.frame is not None
+        if cfg["params"]:
+            assert event.depth_frame is not None and event.instance_segmentation_frame is not None
+        if keys:
+            metadata = event.metadata
+            count = 0
+            for _key, _value in metadata.items():
+                count += 1
+            for obj in metadata["objects"]:
+                for _key, _value in obj.items():
+                    count += 1
         if i >= cfg["warmup"]:
             times.append(time.perf_counter() - t0)
     assert event.metadata["screenWidth"] == w
@@ -176,13 +265,12 @@ def ensure_ai2thor_venv() -> Path:
     return python
 
 
-def bench_ai2thor(python: Path, exe: str, server: str, width: int, height: int, params: dict, quick: bool,
-                  log_dir: str):  # fmt: skip
-    warmup, steps = steps_for(width, quick)
+def bench_ai2thor(python: Path, exe: str, server: str, width: int, height: int, params: dict, caller: str,
+                  args, log_dir: str):  # fmt: skip
+    warmup, steps = steps_for(width, args.quick)
     cfg = {"server": server, "width": width, "height": height, "params": params, "warmup": warmup,
-           "steps": steps, "exe": exe, "log": os.path.join(log_dir, f"ai2thor-{server}.log"),
-           "env": {"FAKE_PLAYER_STATIC": "1", "FAKE_PLAYER_FLAVOUR": "Linux64", "FAKE_PLAYER_MISBEHAVE": "",
-                   "FAKE_PLAYER_TOLERATE_CLOSE": "1"}}  # fmt: skip
+           "steps": steps, "exe": exe, "log": os.path.join(log_dir, f"ai2thor-{server}.log"), "caller": caller,
+           "env": {**fake_settings(args.objects), "FAKE_PLAYER_TOLERATE_CLOSE": "1"}}  # fmt: skip
     out = subprocess.run([python, "-c", AI2THOR_RUNNER, json.dumps(cfg)], capture_output=True, text=True,
                          timeout=600, cwd=log_dir)  # fmt: skip
     if out.returncode != 0:
@@ -191,14 +279,13 @@ def bench_ai2thor(python: Path, exe: str, server: str, width: int, height: int, 
 
 
 # -- null floor ---------------------------------------------------------------------------------------------------
-def null_peer_with_player_work(kind: str, width: int, height: int, params: dict, a: str, b: str) -> None:
+def null_peer_with_player_work(kind: str, width: int, height: int, params: dict, objects: int, a: str,
+                               b: str) -> None:  # fmt: skip
     """Child side of the second floor: the fake player's own per-step work (dispatch, metadata, msgpack / WWWForm
     encoding, the HTTP head) and the same bytes, length-prefixed instead of framed so the parent parses nothing."""
-    import msgpack
+    from fixtures.fake_player import FakeAgentManager, dumps_metadata, fifo_frames, pack_metadata, wwwform
 
-    from fixtures.fake_player import FakeAgentManager, fifo_frames, wwwform
-
-    manager = FakeAgentManager(["-screen-width", str(width), "-screen-height", str(height)], fake_env())
+    manager = FakeAgentManager(["-screen-width", str(width), "-screen-height", str(height)], fake_env(objects))
     manager.dispatch({"action": "Initialize", **params})
     reply = bytearray(len(REPLY))
     if kind == "pipe":
@@ -209,9 +296,9 @@ def null_peer_with_player_work(kind: str, width: int, height: int, params: dict,
     while True:
         metadata, images = manager.emission(render=True)
         if kind == "pipe":
-            parts = fifo_frames(0x01, msgpack.packb(metadata, use_single_float=True), images)
+            parts = fifo_frames(0x01, pack_metadata(metadata), images)
         else:
-            fields = [("metadata", json.dumps(metadata).encode(), False)]
+            fields = [("metadata", dumps_metadata(metadata).encode(), False)]
             fields += [(name, data, True) for name, data in images] + [("token", b"t", False)]
             content_type, body = wwwform(fields)
             head = f"POST /train HTTP/1.1\r\nContent-Length: {sum(map(len, body))}\r\n"
@@ -266,7 +353,8 @@ def null_peer(kind: str, nbytes: int, a: str, b: str) -> None:
 
 
 def bench_null(kind: str, nbytes: int, width: int, quick: bool, player: tuple | None = None) -> dict:
-    """``player=(width, height, params)``: the peer also does the fake player's work (length-prefixed bytes)."""
+    """``player=(width, height, params, objects)``: the peer also does the fake player's work (length-prefixed
+    bytes)."""
     warmup, steps = steps_for(width, quick)
     buffer = bytearray(nbytes * 2)
     view = memoryview(buffer)
@@ -402,96 +490,114 @@ def pooled(runs: list[dict]) -> dict:
 def run(args) -> str:
     with tempfile.TemporaryDirectory(prefix="unirender-bench-") as tmp:
         exe = write_fake_player_executable(tmp)
+        eager_src, eager_commit = export_eager_tree(args.eager_ref, tmp)
         ai2thor_python = ensure_ai2thor_venv() if args.with_ai2thor else None
+        trees = {"lazy": ROOT / "src", "eager": eager_src}
         rows = []
         for label, width, height, params in CONFIGS:
-            nbytes = payload_bytes(width, height, params)
             for server, null_kind in (("fifo", "pipe"), ("wsgi", "tcp")):
-                runs: dict[str, list] = {"ours": [], "floor": [], "floor_player": [], "floor_server": [], "theirs": []}
+                nbytes = payload_bytes(width, height, params, args.objects, server)
+                runs: dict[str, list] = {}
+
+                def add(name, result, runs=runs):
+                    runs.setdefault(name, []).append(result)
+
                 for _round in range(args.rounds):  # interleaved rounds, pooled
-                    runs["ours"].append(bench_unirender(exe, server, width, height, params, args.quick, tmp))
-                    runs["floor"].append(bench_null(null_kind, nbytes, width, args.quick))
-                    runs["floor_player"].append(
-                        bench_null(null_kind, nbytes, width, args.quick, player=(width, height, params))
-                    )
+                    for caller in CALLERS:
+                        for tree, src in trees.items():
+                            add(f"{tree} {caller}", bench_unirender(src, exe, server, width, height, params, caller,
+                                                                    args, tmp))  # fmt: skip
+                        if ai2thor_python:
+                            add(f"ai2thor {caller}", bench_ai2thor(ai2thor_python, exe, server, width, height,
+                                                                   params, caller, args, tmp))  # fmt: skip
+                    add("null", bench_null(null_kind, nbytes, width, args.quick))
+                    add("null+player", bench_null(null_kind, nbytes, width, args.quick,
+                                                  player=(width, height, params, args.objects)))  # fmt: skip
                     if server == "wsgi":
-                        runs["floor_server"].append(bench_waitress_floor(nbytes, width, args.quick))
-                    if ai2thor_python:
-                        runs["theirs"].append(
-                            bench_ai2thor(ai2thor_python, exe, server, width, height, params, args.quick, tmp)
-                        )
-                result = {k: pooled(v) if v else None for k, v in runs.items()}
-                rows.append((label, server.upper(), nbytes, result["ours"], result["floor"], result["floor_player"],
-                             result["floor_server"], result["theirs"]))  # fmt: skip
+                        add("bare waitress", bench_waitress_floor(nbytes, width, args.quick))
+                result = {name: pooled(samples) for name, samples in runs.items()}
+                rows.append((label, server.upper(), nbytes, result))
                 print(format_row(rows[-1]), flush=True)
-    return report(rows, args)
+    return report(rows, args, eager_commit)
+
+
+def ratio(result: dict, a: str, b: str) -> str:
+    """median(a) / median(b), or '-' where either was not run."""
+    if a not in result or b not in result:
+        return "-"
+    return f"{result[a]['median_ms'] / result[b]['median_ms']:.2f}x"
+
+
+def median(result: dict, name: str) -> str:
+    return f"{result[name]['median_ms']:.2f}" if name in result else "-"
 
 
 def format_row(row) -> str:
-    label, server, nbytes, ours, floor, floor_player, floor_server, theirs = row
-    text = (f"{label:24s} {server:4s} unirender {ours['median_ms']:6.2f} ms (p90 {ours['p90_ms']:6.2f}, ctl "
-            f"{ours['controller_overhead_ms']:.3f})  null {floor['median_ms']:6.2f}  null+player "
-            f"{floor_player['median_ms']:6.2f}")  # fmt: skip
-    if floor_server:
-        text += f"  bare waitress {floor_server['median_ms']:6.2f}"
-    if theirs:
-        text += f"  ai2thor {theirs['median_ms']:7.2f}"
+    label, server, nbytes, result = row
+    text = f"{label:24s} {server:4s}"
+    for caller in CALLERS:
+        text += (f"  [{caller}] lazy {median(result, f'lazy {caller}')} eager {median(result, f'eager {caller}')}"
+                 f" ai2thor {median(result, f'ai2thor {caller}')}")  # fmt: skip
+    text += f"  null {median(result, 'null')} null+player {median(result, 'null+player')}"
+    if "bare waitress" in result:
+        text += f" bare waitress {median(result, 'bare waitress')}"
     return text
 
 
-def report(rows, args) -> str:
+def report(rows, args, eager_commit: str) -> str:
     lines = [
         "# Transport benchmark results",
         "",
         f"`benchmarks/transport.py{' --with-ai2thor' if args.with_ai2thor else ''}{' --quick' if args.quick else ''}"
-        f" --rounds {args.rounds}`"
+        f" --rounds {args.rounds} --objects {args.objects}`"
         f", {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: {os.cpu_count()} CPUs (shared with other jobs), "
-        f"Python {platform.python_version()}.",
-        "All columns were measured side by side in one run; compare ratios rather than absolute numbers.",
-        "Per-step round trip = action out + full emission (metadata + images) back; the fake player answers at once.",
+        f"Python {platform.python_version()}. Eager = this tree at `{eager_commit}` (before lazy metadata).",
+        "All columns were measured side by side in one run, rounds interleaved and pooled; compare ratios rather",
+        "than absolute numbers. Per-step round trip = action out + full emission (metadata + images) back; the fake",
+        f"player answers at once with {args.objects} AI2-THOR-like objects in its metadata.",
         "",
-        "Columns: **unirender** = `Controller.step()` (images not decoded: lazy); **null** = the same number of bytes",
-        "per step over a pipe / TCP socket between two processes that do nothing else; **null+player** = the same,",
-        "but the peer also does the fake player's own per-step work (metadata, msgpack / WWWForm, HTTP head), so",
-        "unirender / null+player isolates what unirender's transport and controller add; **bare waitress** (WSGI",
-        "only) = the same bytes POSTed the way Unity posts them to a waitress app, tuned as the PlayerHub tunes it,",
-        "that reads the body and answers a fixed action: what the WSGI server alone costs; **ctl** = controller",
-        "overhead (step time minus time inside `transport.send`/`receive`).",
+        "Callers: **frames** = `step()` and every enabled frame taken (`frame`, `depth_frame`,",
+        "`instance_segmentation_frame`), metadata untouched; **keys** = the same plus every metadata key read (every",
+        "agent key, every key of every object). Columns: **lazy** = unirender now; **eager** = unirender before lazy",
+        "metadata (decodes every step's metadata); **AI2-THOR 5.0.0** = its own servers and Event; **null** = the",
+        "same bytes over a pipe / TCP socket, nothing parsed; **null+player** = the same with the fake player's own",
+        "per-step work; **bare waitress** = the same bytes POSTed to a waitress app tuned as the hub is; **ctl** =",
+        "unirender's controller overhead (step time minus time inside `transport.send`/`receive`), lazy, frames.",
         "",
-        "| payload | transport | bytes/step | unirender median / p90 ms | null median ms | null+player median ms |"
-        " bare waitress median ms | unirender / null | unirender / null+player | bare waitress / null |"
-        " AI2-THOR 5.0.0 median / p90 ms | AI2-THOR / unirender | ctl ms |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| payload | transport | bytes/step | caller | lazy median / p90 ms | eager median ms | AI2-THOR 5.0.0 median"
+        " / p90 ms | AI2-THOR / lazy | lazy / eager | null / null+player / bare waitress ms | ctl ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for label, server, nbytes, ours, floor, floor_player, floor_server, theirs in rows:
-        ai2 = f"{theirs['median_ms']:.2f} / {theirs['p90_ms']:.2f}" if theirs else "not run"
-        ai2_ratio = f"{theirs['median_ms'] / ours['median_ms']:.2f}x" if theirs else "-"
-        bare = f"{floor_server['median_ms']:.2f}" if floor_server else "-"
-        bare_ratio = f"{floor_server['median_ms'] / floor['median_ms']:.2f}x" if floor_server else "-"
-        lines.append(
-            f"| {label} | {server} | {nbytes:,} | {ours['median_ms']:.2f} / {ours['p90_ms']:.2f} | "
-            f"{floor['median_ms']:.2f} | {floor_player['median_ms']:.2f} | {bare} | "
-            f"{ours['median_ms'] / floor['median_ms']:.2f}x | {ours['median_ms'] / floor_player['median_ms']:.2f}x | "
-            f"{bare_ratio} | {ai2} | {ai2_ratio} | {ours['controller_overhead_ms']:.3f} |"
-        )
+    for label, server, nbytes, result in rows:
+        floors = " / ".join(median(result, n) for n in ("null", "null+player", "bare waitress"))
+        for caller in CALLERS:
+            lazy, eager, theirs = f"lazy {caller}", f"eager {caller}", f"ai2thor {caller}"
+            ai2 = f"{result[theirs]['median_ms']:.2f} / {result[theirs]['p90_ms']:.2f}" if theirs in result else "not run"
+            lines.append(
+                f"| {label} | {server} | {nbytes:,} | {caller} | {result[lazy]['median_ms']:.2f} / "
+                f"{result[lazy]['p90_ms']:.2f} | {median(result, eager)} | {ai2} | {ratio(result, theirs, lazy)} | "
+                f"{ratio(result, lazy, eager)} | {floors} | "
+                + (f"{result[lazy]['controller_overhead_ms']:.3f} |" if caller == "frames" else "- |")
+            )
     lines += [
         "",
-        "Targets: FIFO within 1.5x of the null floor, WSGI within 2x; controller overhead under 0.2 ms.",
-        "Reference figures from the issue (ms/step median, 300² rgb / 300² rgb+depth+ids / 1024² rgb+depth+ids):",
-        "AI2-THOR WSGI 5.4 / 8.3 / 27.8, AI2-THOR FIFO 2.3 / 5.4 / 53.9, null 0.3-0.4 / 0.75 / 5.8-8.4.",
+        "Targets (300x300 rgb+depth+ids): frames: AI2-THOR / lazy >= 3x on FIFO and on WSGI; keys: lazy / eager <= 1.05x.",
     ]
     return "\n".join(lines) + "\n"
 
 
 def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--unirender-runner":
+        unirender_runner(json.loads(sys.argv[2]))
+        return 0
     if len(sys.argv) > 1 and sys.argv[1] == "--waitress-peer":
         waitress_peer()
         return 0
     if len(sys.argv) > 1 and sys.argv[1] == "--null-peer":
         kind, nbytes, a, b = sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
         if len(sys.argv) > 7 and sys.argv[6] == "--with-player":
-            width, height, params = json.loads(sys.argv[7])
-            null_peer_with_player_work(kind, width, height, params, a, b)
+            width, height, params, objects = json.loads(sys.argv[7])
+            null_peer_with_player_work(kind, width, height, params, objects, a, b)
         else:
             null_peer(kind, nbytes, a, b)
         return 0
@@ -499,8 +605,13 @@ def main() -> int:
     parser.add_argument("--with-ai2thor", action="store_true", help="also run AI2-THOR 5.0.0 (sets up its venv)")
     parser.add_argument("--quick", action="store_true", help="fewer steps (a smoke run)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per cell, samples pooled")
+    parser.add_argument("--objects", type=int, default=DEFAULT_OBJECTS, help="objects in the fake's metadata")
+    parser.add_argument("--eager-ref", help="git ref of the eager baseline (default: before lazy metadata)")
+    parser.add_argument("--only", help="run only configurations whose label contains this (e.g. '300x300 rgb+')")
     parser.add_argument("--write", action="store_true", help="write benchmarks/results-transport.md")
     args = parser.parse_args()
+    if args.only:
+        CONFIGS[:] = [c for c in CONFIGS if args.only in c[0]]
     text = run(args)
     print()
     print(text)

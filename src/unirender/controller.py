@@ -262,8 +262,8 @@ class Controller:
             self._initialize()
 
     def _fix_screen(self) -> None:
-        meta = self.last_event.metadata
-        if (meta.get("screenWidth"), meta.get("screenHeight")) != (self.width, self.height):
+        peek = self.last_event.peek_metadata
+        if (peek("screenWidth"), peek("screenHeight")) != (self.width, self.height):
             self._exchange({"action": "ChangeResolution", "x": self.width, "y": self.height}, True)
         if self.resolution is not None and self.resolution.platform.ignores_screen_flags:  # CloudRendering-like
             self._exchange({"action": "ChangeQuality", "quality": self.quality}, True)
@@ -329,11 +329,11 @@ class Controller:
     def _exchange(self, command: dict, raise_for_failure: bool):
         self.transport.send(command)
         event = self._set_event(self.transport.receive(self.server_timeout))
-        meta = event.metadata
-        if not meta.get("lastActionSuccess", True):
-            code = meta.get("errorCode") or ""
+        peek = event.peek_metadata  # step keys only: the metadata document stays undecoded until someone reads it
+        if not peek("lastActionSuccess", True):
+            code = peek("errorCode") or ""
             if code in ACTION_ERROR_CODES or raise_for_failure:
-                message = meta.get("errorMessage") or f"{command.get('action')} failed"
+                message = peek("errorMessage") or f"{command.get('action')} failed"
                 raise ActionError(message, error_code=code or None, action=self.last_action)
         return event
 

@@ -3,7 +3,14 @@
 Images are decoded lazily: building an event only keeps references to the received buffers (and checks their
 sizes); ``event.frame`` etc. decode on first access and cache. A modality nobody reads costs nothing. Arrays are
 read-only, top-down views into the received bytes unless :mod:`unirender.protocol.images` says "copy".
-Pickling an event (Ray, multiprocessing) stores the decoded arrays, never the raw buffers.
+
+Metadata is lazy too: an event from the wire holds the document as received
+(:mod:`unirender.protocol.metadata`) and ``event.metadata`` decodes it on first access. What every step needs
+(``bool(event)``, the screen size, the depth unit, :meth:`Event.peek_metadata` of the step keys) is read without
+decoding it.
+
+Pickling an event (Ray, multiprocessing) stores the decoded arrays, never the raw image buffers; metadata nobody
+has read yet is stored as the received bytes, metadata already read as the dict (it may have been changed).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from unirender.protocol.masks import (
     SegmentationColors,
     checked_colors,
 )
+from unirender.protocol.metadata import STEP_KEYS, MetadataDocument
 from unirender.protocol.payload import Payload
 
 # Event attribute -> form field name (spec 2.4). Per agent:
@@ -126,23 +134,74 @@ class Event:
         camera_near_plane: float = 0.1,
         camera_far_plane: float = 20.0,
     ):
-        self.metadata = metadata if isinstance(metadata, MetadataWrapper) else MetadataWrapper(metadata)
-        self.screen_width = metadata.get("screenWidth")
-        self.screen_height = metadata.get("screenHeight")
+        self._setup(
+            None, 0, metadata, images, third_party_images, depth_format, camera_near_plane, camera_far_plane
+        )
+
+    @classmethod
+    def _from_document(
+        cls, document: MetadataDocument, agent: int, images, third_party_images, **options
+    ) -> Event:
+        """Agent ``agent``'s event over a whole document, its metadata decoded on first access."""
+        event = cls.__new__(cls)
+        event._setup(document, agent, None, images, third_party_images, options["depth_format"],
+                     options["camera_near_plane"], options["camera_far_plane"])  # fmt: skip
+        return event
+
+    def _setup(self, document, agent, metadata, images, third_party, depth_format, near, far) -> None:
+        self._document = document
+        self._agent = agent
+        if metadata is not None:
+            self._metadata = metadata if isinstance(metadata, MetadataWrapper) else MetadataWrapper(metadata)
+            self._step = self._metadata
+        else:
+            self._metadata = None
+            self._step = document.fields.agents[agent]  # the step keys, read without a full decode
+        step = self._step
+        self.screen_width = step.get("screenWidth")
+        self.screen_height = step.get("screenHeight")
         self.depth_format = parse_depth_format(depth_format)
-        self.camera_near_plane = camera_near_plane
-        self.camera_far_plane = camera_far_plane
+        self.camera_near_plane = near
+        self.camera_far_plane = far
         self._images = images or {}
-        self._third_party = third_party_images or {}
+        self._third_party = third_party or {}
         self._decoded: dict[str, object] = {}
         self._derived: dict[str, object] = {}
         if self._images or self._third_party:
-            width, height = screen_size(self.metadata)
+            width, height = screen_size(step)
             for field, buf in self._images.items():
                 bytes_per_pixel(buf, width, height, field)
             for field, bufs in self._third_party.items():
                 for index, buf in enumerate(bufs):
                     bytes_per_pixel(buf, width, height, f"{field}[{index}]")
+
+    @property
+    def metadata(self) -> MetadataWrapper:
+        """The agent's metadata dict (with 5.3's aliases); decodes the received document on first access."""
+        metadata = self._metadata
+        if metadata is None:
+            metadata = self._metadata = MetadataWrapper(self._document.decode()["agents"][self._agent])
+            self._step = metadata
+        return metadata
+
+    @metadata.setter
+    def metadata(self, value: dict) -> None:
+        self._metadata = value if isinstance(value, MetadataWrapper) else MetadataWrapper(value)
+        self._step = self._metadata
+
+    @property
+    def metadata_document(self) -> MetadataDocument | None:
+        """The whole ``MultiAgentMetadata`` document this event came from, as received (its ``raw`` bytes where it
+        has them, e.g. to forward without re-encoding); None for an event built from a dict."""
+        return self._document
+
+    def peek_metadata(self, key: str, default=None):
+        """``event.metadata.get(key, default)``, without decoding the metadata when ``key`` is a step key
+        (``lastActionSuccess``, ``errorMessage``, ``errorCode``, ``screenWidth``, ``screenHeight``,
+        ``depthFormat``); any other key decodes it."""
+        if key in STEP_KEYS:
+            return self._step.get(key, default)
+        return self.metadata.get(key, default)
 
     # -- decoding -------------------------------------------------------------------------------------------
 
@@ -155,7 +214,7 @@ class Event:
                 buf,
                 width,
                 height,
-                source=source_depth_format(self.metadata),
+                source=source_depth_format(self._step),
                 target=self.depth_format,
                 near=self.camera_near_plane,
                 far=self.camera_far_plane,
@@ -334,7 +393,7 @@ class Event:
     # -- metadata conveniences (AI2-THOR) --------------------------------------------------------------------
 
     def __bool__(self) -> bool:
-        return bool(self.metadata.get("lastActionSuccess", False))
+        return bool(self._step.get("lastActionSuccess", False))
 
     def __repr__(self) -> str:
         meta = self.metadata
@@ -433,21 +492,22 @@ class Event:
         self._derived.clear()
 
     def __getstate__(self) -> dict:
-        return {
-            "metadata": dict(self.metadata),
-            "frames": self.frames(),
+        options = {
             "depth_format": self.depth_format.name,
             "camera_near_plane": self.camera_near_plane,
             "camera_far_plane": self.camera_far_plane,
         }
+        # Never read: the document as received (bytes; one copy for all agents of a MultiAgentEvent).
+        if self._metadata is None:
+            return {"document": self._document, "agent": self._agent, "frames": self.frames(), **options}
+        return {"metadata": dict(self._metadata), "frames": self.frames(), **options}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(
-            state["metadata"],
-            depth_format=state["depth_format"],
-            camera_near_plane=state["camera_near_plane"],
-            camera_far_plane=state["camera_far_plane"],
-        )
+        options = (state["depth_format"], state["camera_near_plane"], state["camera_far_plane"])
+        if "document" in state:
+            self._setup(state["document"], state["agent"], None, None, None, *options)
+        else:
+            self._setup(None, 0, state["metadata"], None, None, *options)
         self._set_frames(state["frames"])
 
 
@@ -463,9 +523,17 @@ class MultiAgentEvent:
         self.active_agent_id = active_agent_id
         self.events = events
         self._active_event = events[active_agent_id]
-        self.metadata = self._active_event.metadata
         self.screen_width = self._active_event.screen_width
         self.screen_height = self._active_event.screen_height
+
+    @property
+    def metadata(self) -> MetadataWrapper:
+        """The active agent's metadata (decoded on first access)."""
+        return self._active_event.metadata
+
+    @metadata.setter
+    def metadata(self, value: dict) -> None:
+        self._active_event.metadata = value
 
     def __getattr__(self, name: str):
         if name.startswith("_"):
@@ -491,10 +559,8 @@ def build_event(
     Agent buffer lists are indexed by agent, third-party lists by camera (attached to every agent's event).
     Sizes are checked here; pixels are decoded on access.
     """
-    metadata = payload.metadata
-    agents = metadata.get("agents")
-    if not isinstance(agents, list) or not agents:
-        raise MetadataError("metadata must have a non-empty 'agents' list (MultiAgentMetadata, spec 5.4)")
+    document = payload.document
+    agents = document.fields.agents  # checks the document's shape (a non-empty list of agent maps)
     agent_fields = set(AGENT_FRAME_FIELDS.values())
     third_party: dict[str, list[memoryview]] = {}
     per_agent: dict[str, list[memoryview]] = {}
@@ -518,12 +584,14 @@ def build_event(
         "camera_far_plane": camera_far_plane,
     }
     events = [
-        Event(agent, {field: bufs[i] for field, bufs in per_agent.items()}, third_party, **options)
-        for i, agent in enumerate(agents)
+        Event._from_document(
+            document, i, {field: bufs[i] for field, bufs in per_agent.items()}, third_party, **options
+        )
+        for i in range(len(agents))
     ]
     if len(events) == 1:
         return events[0]
-    return MultiAgentEvent(metadata.get("activeAgentId", 0), events)
+    return MultiAgentEvent(document.fields.top.get("activeAgentId", 0), events)
 
 
 __all__ = [

@@ -13,8 +13,6 @@ import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-import msgpack
-
 from unirender.protocol.errors import (
     FrameTooLargeError,
     MetadataError,
@@ -22,6 +20,7 @@ from unirender.protocol.errors import (
     TruncatedFrameError,
     UnknownFieldTypeError,
 )
+from unirender.protocol.metadata import MSGPACK, RawMetadata, unpack_metadata
 from unirender.protocol.pool import BufferPool
 
 
@@ -249,22 +248,13 @@ class FifoDecoder:
         return field_type
 
 
-def unpack_metadata(body: bytes | memoryview, what: str = "METADATA") -> dict:
-    """msgpack map -> dict, as 5.0.0 does (``strict_map_key=False``: dict-valued actionReturn may have int keys)."""
-    try:
-        value = msgpack.unpackb(body, raw=False, strict_map_key=False)
-    except Exception as exc:  # msgpack raises several unrelated types for bad input
-        raise MetadataError(f"{what} frame is not valid msgpack: {exc}") from exc
-    if not isinstance(value, dict):
-        raise MetadataError(f"{what} frame must be a msgpack map, got {type(value).__name__}")
-    return value
+def split_player_message(msg: FifoMessage) -> tuple[RawMetadata | dict, dict[str, list[memoryview]], bool]:
+    """A player's (Unity -> Python) message -> ``(metadata, files, is_patch)`` (spec 3.4, 3.6), metadata undecoded.
 
-
-def decode_player_message(msg: FifoMessage) -> tuple[dict, dict[str, list[memoryview]], bool]:
-    """A player's (Unity -> Python) message -> ``(metadata, files, is_patch)`` (spec 3.4, 3.6).
-
-    The metadata frame must come first. Image frames are collected per form field name in arrival order (agent /
-    camera index). For a patch ``metadata`` is the patch dict and ``files`` is empty (images are reused).
+    The metadata frame must come first. For a full message ``metadata`` is a
+    :class:`~unirender.protocol.metadata.RawMetadata` over the frame's bytes (decoded when read); a patch is
+    decoded at once (six small fields) and ``files`` is then empty (images are reused). Image frames are
+    collected per form field name in arrival order (agent / camera index).
     """
     if not msg.frames:
         raise MetadataError("FIFO message from the player has no frames (expected METADATA first)")
@@ -272,7 +262,7 @@ def decode_player_message(msg: FifoMessage) -> tuple[dict, dict[str, list[memory
     if first_type not in (FieldType.METADATA, FieldType.METADATA_PATCH):
         raise MetadataError(f"FIFO message from the player must start with METADATA, got {first_type.name}")
     is_patch = first_type is FieldType.METADATA_PATCH
-    metadata = unpack_metadata(first_body, first_type.name)
+    metadata = unpack_metadata(first_body, first_type.name) if is_patch else RawMetadata(first_body, MSGPACK)
     files: dict[str, list[memoryview]] = {}
     for field_type, body in msg.frames[1:]:
         name = FIELD_TYPE_TO_FORM_NAME.get(field_type)
@@ -289,6 +279,12 @@ def decode_player_message(msg: FifoMessage) -> tuple[dict, dict[str, list[memory
     return metadata, files, is_patch
 
 
+def decode_player_message(msg: FifoMessage) -> tuple[dict, dict[str, list[memoryview]], bool]:
+    """:func:`split_player_message` with the metadata decoded (``dict``), for callers that want it at once."""
+    metadata, files, is_patch = split_player_message(msg)
+    return (metadata if is_patch else metadata.decode()), files, is_patch
+
+
 __all__ = [
     "DEFAULT_MAX_FRAME_SIZE",
     "END_OF_MESSAGE",
@@ -300,5 +296,6 @@ __all__ = [
     "decode_player_message",
     "encode_frame",
     "encode_message",
+    "split_player_message",
     "unpack_metadata",
 ]

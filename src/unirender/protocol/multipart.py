@@ -8,7 +8,6 @@ spellings alike; binary parts come back as read-only memoryviews into the body (
 from __future__ import annotations
 
 import functools
-import json
 import random
 import string
 from email.message import Message
@@ -16,6 +15,14 @@ from email.utils import collapse_rfc2231_value
 from urllib.parse import parse_qsl
 
 from unirender.protocol.errors import MetadataError, MultipartError
+from unirender.protocol.metadata import (
+    JSON,
+    DecodedMetadata,
+    MetadataDocument,
+    RawMetadata,
+    loads_json,
+    loads_json_metadata,
+)
 
 BOUNDARY_LENGTH = 40
 _BOUNDARY_ALPHABET = string.digits + string.ascii_letters
@@ -90,7 +97,10 @@ def build_wwwform(fields: list[tuple[str, str | bytes]], boundary: str | None = 
 
 
 def parse_form(
-    content_type: str | None, body: bytes | bytearray | memoryview, *, part_sizes: dict[str, int] | None = None
+    content_type: str | None,
+    body: bytes | bytearray | memoryview,
+    *,
+    part_sizes: dict[str, int] | None = None,
 ) -> tuple[dict[str, list[str]], dict[str, list[memoryview]]]:
     """A form body -> ``(fields, files)``; both map a name to its values in order of appearance.
 
@@ -196,35 +206,47 @@ def _parse_part_headers(block: bytes, index: int) -> dict[str, str]:
     return headers
 
 
-def payload_parts_from_form(
+def form_payload_parts(
     fields: dict[str, list[str]], files: dict[str, list[memoryview]]
-) -> tuple[dict, dict[str, list[memoryview]], str | None]:
-    """Form -> ``(metadata, files, token)``: JSON ``metadata``; legacy ``actionReturns`` fills agents' returns.
+) -> tuple[MetadataDocument, dict[str, list[memoryview]], str | None]:
+    """Form -> ``(metadata, files, token)`` with the ``metadata`` JSON undecoded (a
+    :class:`~unirender.protocol.metadata.RawMetadata`, decoded when read). A legacy non-empty ``actionReturns``
+    field (it fills agents' returns) needs the document decoded at once.
 
     ``token`` is None when the form has none (Unity always sends one, possibly empty).
     """
     values = fields.get("metadata")
     if not values:
         raise MetadataError("form has no 'metadata' field")
-    try:
-        metadata = json.loads(values[0])
-    except ValueError as exc:
-        raise MetadataError(f"form field 'metadata' is not JSON: {exc}") from exc
-    if not isinstance(metadata, dict):
-        raise MetadataError(f"form field 'metadata' must be a JSON object, got {type(metadata).__name__}")
-    legacy = fields.get("actionReturns")
-    if legacy and legacy[0]:
-        try:
-            returns = json.loads(legacy[0])
-        except ValueError as exc:
-            raise MetadataError(f"form field 'actionReturns' is not JSON: {exc}") from exc
-        agents = metadata.get("agents")
-        if isinstance(returns, list) and isinstance(agents, list):
-            for agent, value in zip(agents, returns, strict=False):
-                if isinstance(agent, dict) and "actionReturn" not in agent:
-                    agent["actionReturn"] = value
     tokens = fields.get("token")
-    return metadata, files, tokens[0] if tokens else None
+    token = tokens[0] if tokens else None
+    legacy = fields.get("actionReturns")
+    if not (legacy and legacy[0]):
+        return RawMetadata(values[0], JSON), files, token
+    metadata = loads_json_metadata(values[0])
+    returns = loads_json(legacy[0], "form field 'actionReturns'")
+    agents = metadata.get("agents")
+    if isinstance(returns, list) and isinstance(agents, list):
+        for agent, value in zip(agents, returns, strict=False):
+            if isinstance(agent, dict) and "actionReturn" not in agent:
+                agent["actionReturn"] = value
+    return DecodedMetadata(metadata), files, token
 
 
-__all__ = ["build_wwwform", "parse_form", "payload_parts_from_form", "random_boundary", "unity_url_encode"]
+def payload_parts_from_form(
+    fields: dict[str, list[str]], files: dict[str, list[memoryview]]
+) -> tuple[dict, dict[str, list[memoryview]], str | None]:
+    """:func:`form_payload_parts` with the metadata decoded (``dict``): JSON ``metadata``, legacy
+    ``actionReturns`` filling agents' returns."""
+    document, files, token = form_payload_parts(fields, files)
+    return document.decode(), files, token
+
+
+__all__ = [
+    "build_wwwform",
+    "form_payload_parts",
+    "parse_form",
+    "payload_parts_from_form",
+    "random_boundary",
+    "unity_url_encode",
+]

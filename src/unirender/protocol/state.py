@@ -1,7 +1,8 @@
 """The Python side's protocol state for one player: sequence ids (spec 5.5) and METADATA_PATCH merging (3.6).
 
 Both transports feed this object, so the rules live in one place: ``prepare_action`` before sending,
-``accept`` / ``accept_patch`` for what comes back.
+``accept`` / ``accept_patch`` for what comes back. Neither decodes the metadata: the sequence id is read with the
+other step keys (:mod:`unirender.protocol.metadata`) and patches are merged when the metadata is read.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import numpy as np
 
 from unirender.protocol.errors import MetadataError, SequenceIdMismatchError
+from unirender.protocol.metadata import MetadataDocument, PatchedMetadata, as_document, step_fields_of
 from unirender.protocol.payload import Payload
 
 
@@ -63,15 +65,7 @@ def _copy_action_value(value):
 
 def check_metadata(metadata: object) -> dict:
     """The minimum every full message needs: a map with a non-empty ``agents`` list of maps and a ``sequenceId``."""
-    if not isinstance(metadata, dict):
-        raise MetadataError(f"metadata must be a JSON object / msgpack map, got {type(metadata).__name__}")
-    agents = metadata.get("agents")
-    if not isinstance(agents, list) or not agents:
-        raise MetadataError("metadata must have a non-empty 'agents' list (MultiAgentMetadata, spec 5.4)")
-    for i, agent in enumerate(agents):
-        if not isinstance(agent, dict):
-            raise MetadataError(f"metadata agents[{i}] must be an object, got {type(agent).__name__}")
-    if "sequenceId" not in metadata:
+    if "sequenceId" not in step_fields_of(metadata).top:
         raise MetadataError("metadata has no 'sequenceId' (spec 5.5)")
     return metadata
 
@@ -109,17 +103,31 @@ class ControllerProtocol:
             action["sequenceId"] = self.sequence_id
         return action
 
-    def accept(self, metadata: dict, files: dict[str, list[memoryview]]) -> Payload:
-        """A full message: checks ``sequenceId`` against the last action sent and remembers it for patches."""
-        check_metadata(metadata)
-        got = metadata["sequenceId"]
+    def accept(self, metadata: dict | MetadataDocument, files: dict[str, list[memoryview]]) -> Payload:
+        """A full message: checks its shape and ``sequenceId`` against the last action sent (from the step keys,
+        without decoding the document) and remembers it for patches.
+
+        Adaptive: when the previous message's metadata was read by the time this one arrives (a caller that
+        reads metadata every step), this one is decoded at once, which costs what an eager decode costs; a
+        caller that leaves metadata alone keeps getting the partial read.
+        """
+        document = as_document(metadata)
+        previous = self._previous
+        if previous is not None and previous.document.read:
+            # The caller read the last step's metadata: it reads every step's, so decode now and skip the partial
+            # read (which would be pure overhead on top of the full decode).
+            document.preload()
+        top = document.fields.top  # raises MetadataError for a document of the wrong shape
+        if "sequenceId" not in top:
+            raise MetadataError("metadata has no 'sequenceId' (spec 5.5)")
+        got = top["sequenceId"]
         if got != self.sequence_id:
             raise SequenceIdMismatchError(
                 f"sequence id mismatch: player echoed {got!r}, last action sent had {self.sequence_id}",
                 expected=self.sequence_id,
                 got=got,
             )
-        payload = Payload(metadata, files)
+        payload = Payload(document, files)
         self._previous = payload
         return payload
 
@@ -128,26 +136,20 @@ class ControllerProtocol:
 
         The patch's agent dict is updated, ``activeAgentId`` becomes ``patch["agentId"]``, ``sequenceId`` is the
         last sent one (patches skip the check). Unlike 5.0.0 a missing top-level ``thirdPartyCameras`` is no
-        ``KeyError``: it stays absent/None.
+        ``KeyError``: it stays absent/None. The merge itself runs when the metadata is first read
+        (:class:`~unirender.protocol.metadata.PatchedMetadata`).
         """
         if not isinstance(patch, dict):
             raise MetadataError(f"METADATA_PATCH must be a map, got {type(patch).__name__}")
         if self._previous is None:
             raise MetadataError("METADATA_PATCH arrived before any full METADATA message to merge it into")
-        previous = self._previous.metadata
-        agents = [dict(agent) for agent in previous["agents"]]
+        previous = self._previous.document
+        count = len(previous.fields.agents)
         agent_id = patch.get("agentId", 0)
-        if not isinstance(agent_id, int) or isinstance(agent_id, bool) or not 0 <= agent_id < len(agents):
-            raise MetadataError(
-                f"METADATA_PATCH agentId {agent_id!r} is not one of the {len(agents)} agent(s)"
-            )
-        agents[agent_id].update(patch)
-        metadata = dict(previous)
-        metadata["agents"] = agents
-        metadata["activeAgentId"] = agent_id
-        metadata["sequenceId"] = self.sequence_id
-        metadata["thirdPartyCameras"] = previous.get("thirdPartyCameras")
-        payload = Payload(metadata, self._previous.files, patched=True)
+        if not isinstance(agent_id, int) or isinstance(agent_id, bool) or not 0 <= agent_id < count:
+            raise MetadataError(f"METADATA_PATCH agentId {agent_id!r} is not one of the {count} agent(s)")
+        document = PatchedMetadata.merge(previous, patch, agent_id, self.sequence_id)
+        payload = Payload(document, self._previous.files, patched=True)
         self._previous = payload
         return payload
 

@@ -19,7 +19,7 @@ from collections import deque
 
 from unirender._process import pid_alive
 from unirender.protocol import Payload, ProtocolError
-from unirender.protocol.fifo import FieldType, FifoDecoder, decode_player_message, encode_message
+from unirender.protocol.fifo import FieldType, FifoDecoder, encode_message, split_player_message
 from unirender.protocol.state import encode_json_action
 from unirender.transport.base import WATCH_PERIOD_S, Transport, deadline_after, remaining
 
@@ -192,7 +192,7 @@ class FifoServer(Transport):
             raise RuntimeError("FifoServer.receive() before start()")
         if not self._pending:
             self._read_messages(timeout)
-        metadata, files, is_patch = decode_player_message(self._pending.popleft())
+        metadata, files, is_patch = split_player_message(self._pending.popleft())  # metadata read lazily
         if is_patch:
             return self.protocol.accept_patch(metadata)
         return self.protocol.accept(metadata, files)

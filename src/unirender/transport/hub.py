@@ -18,7 +18,7 @@ import threading
 from typing import Protocol
 
 from unirender.protocol import ProtocolError
-from unirender.protocol.multipart import parse_form, parse_options_header, payload_parts_from_form
+from unirender.protocol.multipart import form_payload_parts, parse_form, parse_options_header
 from unirender.transport.serving import (
     CONNECTION_KEY,
     ConnectionPolicy,
@@ -215,7 +215,7 @@ class PlayerHub:
         try:
             fields, files = parse_form(content_type, body, part_sizes=part_sizes)
             token = (fields.get("token") or [None])[0]
-            metadata, files, token = payload_parts_from_form(fields, files)
+            metadata, files, token = form_payload_parts(fields, files)  # metadata decoded when read
         except ProtocolError as exc:
             return self._bad(environ, start_response, "400 Bad Request", f"bad /train form: {exc}", token, exc)
         channel = self._channel_for(token)
