@@ -152,6 +152,16 @@ def test_invalid_spec_reports_key_paths(client):
     assert {"environment.width", "environment.bogus"} <= paths
 
 
+def test_validation_messages_are_the_clis(client):
+    """The API words a bad body as `unirender spec check` words a bad file: a misspelt key gets a guess."""
+    resp = client.post("/v1/sessions", json={"environment": {"widht": 64}}, headers=AUTH_A)
+    err = error_of(resp, 422)
+    assert err["message"].startswith("invalid request body (1 problem):")
+    assert "environment.widht: unknown key; did you mean 'width'?" in err["message"]
+    assert [e["path"] for e in err["errors"]] == ["environment.widht"]
+    assert err["errors"][0]["message"].startswith("unknown key; did you mean 'width'? (allowed keys: ")
+
+
 def test_msgpack_request_bodies_are_accepted(client):
     body = msgpack.packb({"environment": {"width": 5000, "height": 5000}})
     resp = client.post("/v1/sessions", data=body, headers={**AUTH_A, "Content-Type": "application/x-msgpack"})

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from unirender.errors import SpecError
-from unirender.spec import EnvironmentSpec, EpisodeSpec, RenderSpec
+from unirender.spec import EnvironmentSpec, EpisodeSpec, RenderSpec, format_errors, validation_problems
 
 
 class _Body(BaseModel):
@@ -50,11 +50,14 @@ def validate_body(model: type[BaseModel], data: Any):
     except ValidationError as exc:
         total = exc.error_count()
         errors = _first_problems(model, data, exc, total)
-        lines = [f"  {p}: {m}" for p, m in errors]
-        if total > len(errors):
-            lines.append(f"  ... and {total - len(errors)} more problems (not listed)")
-        error = SpecError("invalid request body:\n" + "\n".join(lines), errors)
-        error.omitted = total - len(errors)
+        # The CLI's wording (did you mean, union members joined), without file positions: a body has no lines.
+        text = format_errors(errors, header="invalid request body")
+        # Problems of one key are merged into one line, so only a body past the cap has problems left out.
+        omitted = total - len(errors) if total > MAX_REPORTED_PROBLEMS else 0
+        if omitted:
+            text += f"\n  ... and {omitted} more problems (not listed)"
+        error = SpecError(text, errors)
+        error.omitted = omitted
         raise error from None
 
 
@@ -63,14 +66,13 @@ def _first_problems(model, data, exc: ValidationError, total: int) -> list[tuple
     for a million). Many problems come from long lists or mappings, so the body is validated again with every
     list and mapping cut to ``MAX_REPORTED_PROBLEMS + 1`` items: the problems of that prefix, found at once."""
     if total > MAX_REPORTED_PROBLEMS:
+        data = _prefix(data, MAX_REPORTED_PROBLEMS + 1)
         try:
-            model.model_validate(_prefix(data, MAX_REPORTED_PROBLEMS + 1), strict=True)
+            model.model_validate(data, strict=True)
             return []  # every problem lies beyond the prefix: counted, not listed
         except ValidationError as cut:
             exc = cut
-    errors = [(".".join(str(p) for p in e["loc"]) or "(body)", e["msg"])
-              for e in exc.errors(include_url=False, include_context=False, include_input=False)]
-    return list(dict.fromkeys(errors))[:MAX_REPORTED_PROBLEMS]
+    return validation_problems(exc, data, model)[:MAX_REPORTED_PROBLEMS]
 
 
 def _prefix(value: Any, n: int, depth: int = 0) -> Any:
