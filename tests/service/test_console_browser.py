@@ -14,6 +14,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
@@ -102,7 +103,8 @@ def login(driver, url: str, token: str) -> None:
     assert "/ui/login" in driver.current_url  # not logged in: the console asks for the token
     driver.find_element(By.ID, "token").send_keys(token)
     driver.find_element(By.CSS_SELECTOR, "form.login button").click()
-    wait(driver, lambda d: d.current_url.rstrip("/").endswith("/ui"), message="login did not land on /ui/")
+    # The path, not the whole URL: the login page's own URL (…/ui/login?next=/ui/) ends in "/ui/" too.
+    wait(driver, lambda d: urlsplit(d.current_url).path.rstrip("/").endswith("/ui"), message="login did not land on /ui/")
 
 
 def pixels(png: bytes) -> np.ndarray:
