@@ -39,6 +39,10 @@ from unirender.controller import Controller
 from unirender.protocol.multipart import build_wwwform
 from unirender.spec import EnvironmentSpec, RenderSpec
 
+# The service tests' process-tree helpers: the same checks for orphans as the suite makes.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "service"))
+from service_processes import alive, descendants  # noqa: E402
+
 TOKEN = "soak-token"
 # The reference player has three scenes: the fourth session shares one, with its own random actions.
 SESSIONS = [("fifo", "FloorPlan1"), ("fifo", "FloorPlan201"), ("wsgi", "FloorPlan301"), ("wsgi", "FloorPlan1")]
@@ -58,33 +62,6 @@ def rss_mb(pid: int) -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
-
-
-def descendants(pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    found, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 class Stats:
