@@ -25,7 +25,7 @@ def work_capacity(units, chunk: int) -> int:
     sequence on one only (each action depends on the ones before)."""
     capacity = 0
     for unit in units:
-        if unit.episode.actions is not None:
+        if unit.sequential:
             capacity += 1
         elif unit.known_frame_count is None:
             capacity += os.cpu_count() or 1

@@ -80,12 +80,14 @@ class MultiRangeSampler(_SamplerBase):
     sampler_parameters: MultiRangeParameters
 
 
-SamplerSpec = Annotated[UniformSampler | GaussianSampler | MultiRangeSampler, Field(discriminator="sampler_type")]
+SamplerSpec = Annotated[
+    UniformSampler | GaussianSampler | MultiRangeSampler, Field(discriminator="sampler_type")
+]
 SAMPLER_TYPES = ("uniform", "gaussian", "multirangeuniform")
 
 
 def _number_or_sampler(value: Any) -> str:
-    return "sampler" if isinstance(value, dict) else "number"
+    return "sampler" if isinstance(value, dict | _SamplerBase) else "number"
 
 
 # A number or a sampler mapping, told apart by type so that an error names only what was meant.
@@ -135,7 +137,9 @@ class MLAgentsEnvironmentSpec(_Strict):
     """What to launch: maps one to one onto :class:`unirender.mlagents.MLAgentsController` arguments."""
 
     protocol: Literal["mlagents"]
-    executable: str = Field(BUILTIN, min_length=1, description="path to a Unity ML-Agents build, or 'builtin'")
+    executable: str = Field(
+        BUILTIN, min_length=1, description="path to a Unity ML-Agents build, or 'builtin'"
+    )
     platform: MLAgentsPlatform = "auto"
     width: int = Field(84, ge=1, le=8192)
     height: int = Field(84, ge=1, le=8192)
@@ -156,7 +160,9 @@ class MLAgentsEnvironmentSpec(_Strict):
     @model_validator(mode="after")
     def _platform_runs_executable(self) -> MLAgentsEnvironmentSpec:
         if self.platform == "EGL" and self.executable != BUILTIN:
-            raise _FieldError("platform", "'EGL' only runs the builtin reference player; use 'auto' for a build")
+            raise _FieldError(
+                "platform", "'EGL' only runs the builtin reference player; use 'auto' for a build"
+            )
         return self
 
     @property
