@@ -88,7 +88,10 @@ def test_bad_spec_reports_file_line_and_suggestions(tmp_path):
     with pytest.raises(SpecError) as info:
         load_spec(path)
     text = str(info.value)
-    assert f"{path}:4:5: environment.environment_parameters.light_intensity" in text and "did you mean 'gaussian'" in text
+    assert (
+        f"{path}:4:5: environment.environment_parameters.light_intensity" in text
+        and "did you mean 'gaussian'" in text
+    )
     assert f"{path}:8:5: episodes.0.polcy" in text and "did you mean 'policy'" in text
     assert f"{path}:9:" in text and "did you mean 'zeros'" in text
     assert "episodes.2.steps" in text and "lists 1 actions" in text
@@ -153,7 +156,9 @@ def test_job_writes_a_dataset_that_reads_back(tmp_path):
         assert got.metadata["step"] == step
         for i in range(2):
             assert np.array_equal(got.frames()[f"CameraSensor.{i}"], images[i]), (step, i)
-            got_vector = got.metadata["behaviors"][BEHAVIOR]["agents"][i]["observations"]["VectorSensor_size8"]
+            got_vector = got.metadata["behaviors"][BEHAVIOR]["agents"][i]["observations"][
+                "VectorSensor_size8"
+            ]
             assert np.array_equal(np.float32(got_vector), vectors[i]), (step, i)
         if step < 6:
             rng = np.random.default_rng([7, 4, step])

@@ -156,14 +156,18 @@ def _check_record(spec: MLAgentsJobSpec, specs) -> list[str]:
         if behavior not in specs:
             guess = did_you_mean(behavior, names)
             hint = f"did you mean {guess!r}? " if guess else ""
-            raise EpisodeFailed(f"record.behaviors: the game has no behavior {behavior!r}; {hint}(it has {names})")
+            raise EpisodeFailed(
+                f"record.behaviors: the game has no behavior {behavior!r}; {hint}(it has {names})"
+            )
     chosen = [n for n in names if spec.record.behaviors is None or n in spec.record.behaviors]
     sensors = sorted({s for n in chosen for s in specs[n].sensor_names})
     for sensor in spec.record.sensors or []:
         if sensor not in sensors:
             guess = did_you_mean(sensor, sensors)
             hint = f"did you mean {guess!r}? " if guess else ""
-            raise EpisodeFailed(f"record.sensors: no behavior has a sensor {sensor!r}; {hint}(sensors: {sensors})")
+            raise EpisodeFailed(
+                f"record.sensors: no behavior has a sensor {sensor!r}; {hint}(sensors: {sensors})"
+            )
     return chosen
 
 
@@ -179,7 +183,9 @@ def frame_of(step: int, event, specs, behaviors: list[str], sensors, actions: di
     for name in behaviors:
         decision, terminal = event.decision_steps[name], event.terminal_steps[name]
         spec = specs[name]
-        wanted = [(i, o) for i, o in enumerate(spec.observation_specs) if sensors is None or o.name in sensors]
+        wanted = [
+            (i, o) for i, o in enumerate(spec.observation_specs) if sensors is None or o.name in sensors
+        ]
         terminal_index = {int(a): k for k, a in enumerate(terminal.agent_id)}
         agents = []
         rows = [(decision, k) for k in range(len(decision))]
@@ -201,7 +207,9 @@ def frame_of(step: int, event, specs, behaviors: list[str], sensors, actions: di
             observations = {}
             for i, obs_spec in wanted:
                 if obs_spec.is_visual:
-                    key = f"{obs_spec.name}.{slot}" if len(behaviors) == 1 else f"{name}.{obs_spec.name}.{slot}"
+                    key = (
+                        f"{obs_spec.name}.{slot}" if len(behaviors) == 1 else f"{name}.{obs_spec.name}.{slot}"
+                    )
                     images[key] = steps.frames[obs_spec.name][k]
                 else:
                     observations[obs_spec.name] = _floats(steps.obs[i][k])

@@ -27,8 +27,8 @@ from unirender.jobs.annotations import annotator_for
 from unirender.jobs.atomic import write_atomic
 from unirender.jobs.chunks import Commit, digest, encode_records, meta_path
 from unirender.jobs.episodes import EpisodeFailed, WorkUnit, expand_units, missing_modalities, run_frames
-from unirender.jobs.mlagents_episodes import frame_parts, run_mlagents_frames
 from unirender.jobs.manifest import build_manifest, write_annotations, write_manifest
+from unirender.jobs.mlagents_episodes import frame_parts, run_mlagents_frames
 from unirender.jobs.plan import auto_workers, resolve_platform
 from unirender.jobs.progress import Reporter
 from unirender.jobs.state import MANIFEST, JobError, JobState
