@@ -221,3 +221,22 @@ def test_sigkill_and_resume_give_identical_bytes(tmp_path):
     assert names == _files(tmp_path / "killed") and len(names) > 120
     match, mismatch, errors = filecmp.cmpfiles(tmp_path / "clean", tmp_path / "killed", names, shallow=False)
     assert not mismatch and not errors
+
+
+def test_example_and_demo_run(tmp_path):
+    from unirender.jobs.demo import contact_sheet_for, mlagents_demo_spec
+    from unirender.spec import read_document
+
+    doc = read_document(ROOT / "examples" / "mlagents_reach.yaml")
+    doc["environment"].update(width=32, height=32, platform="EGL")
+    doc["output"]["directory"] = str(tmp_path / "example")
+    doc["episodes"][0].update(steps=2, repeat=1)
+    result = render(doc)
+    assert result.frames == 3 + 4
+    frame = next(iter(load_dataset(tmp_path / "example")))
+    assert sorted(frame.frames()) == ["CameraSensor.0", "CameraSensor.1"]
+
+    demo = mlagents_demo_spec(tmp_path / "demo", size=32)
+    demo["episodes"][0].update(steps=3, repeat=1)
+    assert render(demo).frames == 4
+    assert contact_sheet_for(tmp_path / "demo").stat().st_size > 0
