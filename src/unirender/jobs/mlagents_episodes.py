@@ -29,6 +29,7 @@ from unirender.spec.mlagents import (
     MLAgentsEpisodeSpec,
     MLAgentsJobSpec,
     RandomPolicy,
+    RecordSpec,
     ScriptedPolicy,
     ZerosPolicy,
     resolve_parameters,
@@ -149,19 +150,19 @@ def policy_actions(episode: MLAgentsEpisodeSpec, unit_seed: int, step: int, even
     return out
 
 
-def _check_record(spec: MLAgentsJobSpec, specs) -> list[str]:
+def check_record(record: RecordSpec, specs) -> list[str]:
     """The behaviors to record, after checking the recorded names against what the game declared."""
     names = sorted(specs)
-    for behavior in spec.record.behaviors or []:
+    for behavior in record.behaviors or []:
         if behavior not in specs:
             guess = did_you_mean(behavior, names)
             hint = f"did you mean {guess!r}? " if guess else ""
             raise EpisodeFailed(
                 f"record.behaviors: the game has no behavior {behavior!r}; {hint}(it has {names})"
             )
-    chosen = [n for n in names if spec.record.behaviors is None or n in spec.record.behaviors]
+    chosen = [n for n in names if record.behaviors is None or n in record.behaviors]
     sensors = sorted({s for n in chosen for s in specs[n].sensor_names})
-    for sensor in spec.record.sensors or []:
+    for sensor in record.sensors or []:
         if sensor not in sensors:
             guess = did_you_mean(sensor, sensors)
             hint = f"did you mean {guess!r}? " if guess else ""
@@ -245,7 +246,7 @@ def run_mlagents_frames(
     event = game.reset()
     specs = game.behavior_specs
     seat.version = getattr(getattr(game, "unity", None), "package_version", None)
-    behaviors = _check_record(spec, specs)
+    behaviors = check_record(spec.record, specs)
     sensors = set(spec.record.sensors) if spec.record.sensors else None
     end = _limit(episode.known_frame_count, end, on_total)
     for step in range(end):
