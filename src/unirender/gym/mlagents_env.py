@@ -25,16 +25,15 @@ import numpy as np
 from gymnasium import spaces
 
 from unirender.cluster.base import Resources, SessionBackend
+from unirender.cluster.mlagents import behavior_specs
 from unirender.cluster.registry import create_backend
 
 _MAX_IDLE_STEPS = 10_000  # steps waited for the agent to ask for a decision again (games may skip decisions)
 
 
-def _space_of(obs_spec, layout: str) -> spaces.Box:
-    if obs_spec.is_visual:  # frames are HWC whatever the wire's layout
-        shape = obs_spec.shape
-        hwc = (shape[1], shape[2], shape[0]) if layout == "CHW" else tuple(shape)
-        return spaces.Box(0, 255, hwc, np.uint8)
+def _space_of(obs_spec, decision) -> spaces.Box:
+    if obs_spec.is_visual:  # the frames' shape: HWC whatever the wire's layout
+        return spaces.Box(0, 255, decision.frames[obs_spec.name].shape[1:], np.uint8)
     return spaces.Box(-np.inf, np.inf, obs_spec.shape, np.float32)
 
 
@@ -97,7 +96,7 @@ class MLAgentsEnv(gymnasium.Env):
         self.session = None
         try:
             self._launch(self._kwargs.get("seed", 0))
-            specs = self.session.controller.behavior_specs
+            specs = self._specs = behavior_specs(self.session)
             if behavior is None:
                 if len(specs) != 1:
                     raise ValueError(f"the game has behaviors {sorted(specs)}: pass behavior=")
@@ -114,8 +113,8 @@ class MLAgentsEnv(gymnasium.Env):
         except BaseException:
             self.close()
             raise
-        layout = self.session.controller.unity.layout
-        boxes = {o.name: _space_of(o, layout) for _, o in self.sensors}
+        first = self._wait_for_decision(self.session.last_event)
+        boxes = {o.name: _space_of(o, first) for _, o in self.sensors}
         self.observation_space = next(iter(boxes.values())) if len(boxes) == 1 else spaces.Dict(boxes)
         self.action_space = action_space_of(self.behavior_spec.action_spec)
         self.agent_id: int | None = None
@@ -214,7 +213,9 @@ class MLAgentsEnv(gymnasium.Env):
     def _actions(self, event, action) -> dict:
         """Zeros for every decision agent of every behavior, the env's action for its agent."""
         out = {}
-        specs = self.session.controller.behavior_specs
+        if not set(event.decision_steps) <= set(self._specs):
+            self._specs = behavior_specs(self.session)  # a behavior that appeared later
+        specs = self._specs
         for name, decision in event.decision_steps.items():
             tuple_ = specs[name].action_spec.empty(len(decision))
             if name == self.behavior and self.agent_id in decision.agent_id_to_index:

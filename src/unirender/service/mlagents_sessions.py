@@ -84,11 +84,9 @@ def create_session(app, owner: str, data: dict) -> Response:
 
 
 def _specs(entry) -> dict:
-    controller = getattr(entry.session, "controller", None)
-    specs = getattr(controller, "behavior_specs", None)
-    if specs is None:
-        raise ApiError(501, "not_supported", "ML-Agents sessions need the local session backend")
-    return specs
+    from unirender.cluster.mlagents import behavior_specs
+
+    return behavior_specs(entry.session)
 
 
 def _check_record(entry) -> None:
