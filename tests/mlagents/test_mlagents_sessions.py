@@ -148,3 +148,21 @@ def test_service_creates_and_steps_an_mlagents_session(service):
     assert refs == ["#/components/schemas/Action", "#/components/schemas/MLAgentsStep"]
     assert "BehaviorActions" in spec["components"]["schemas"]
     client.close()
+
+
+def test_service_runs_an_mlagents_job(service):
+    client = Client(service, token=TOKEN)
+    job = client.submit_job({
+        "name": "served", "environment": {"protocol": "mlagents", **ENV},
+        "episodes": [{"steps": 3, "policy": "zeros"}], "output": {"directory": "ml-job", "frames_per_shard": 2},
+    })  # fmt: skip
+    status = job.wait(timeout=120)
+    assert status["state"] == "succeeded", status
+    manifest = job.manifest()
+    assert manifest["protocol"] == "mlagents" and manifest["counts"]["frames"] == 4
+    with pytest.raises(Exception) as info:
+        client.submit_job(
+            {"environment": {"protocol": "mlagents", **ENV}, "episodes": [{"steps": 3, "polcy": 1}]}
+        )
+    assert getattr(info.value, "status", None) == 422 and "episodes.0.polcy" in str(info.value)
+    client.close()

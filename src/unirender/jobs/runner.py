@@ -178,10 +178,14 @@ class JobRunner:
         self.player_factory = player_factory
         self.mlagents = isinstance(spec, MLAgentsJobSpec)
         if self.mlagents and backend is not None:
-            raise SpecError(
-                "ML-Agents jobs run their games in this process, not on a session backend",
-                [("environment.protocol", "mlagents jobs take no backend")],
-            )
+            # Each unit launches its own seeded game (jobs.mlagents_episodes): in this process, which is where a
+            # local backend's players run anyway; a remote backend cannot do that yet.
+            if getattr(backend, "name", None) != "local":
+                raise SpecError(
+                    f"ML-Agents jobs run their games in this process, not on the {backend.name!r} backend",
+                    [("environment.protocol", "mlagents jobs need no backend or the local one")],
+                )
+            self.backend = None
         self._lock = threading.Lock()
         self._failure: BaseException | None = None
         self._failure_report: str = ""

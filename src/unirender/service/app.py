@@ -497,9 +497,12 @@ class ServiceApp:
         from unirender.spec import load_spec
 
         data = self._body(request)
-        validate_body(JobSpec, data)  # strict types, bounded errors; load_spec then applies the loader's rules
-        spec: JobSpec = load_spec(data)
-        self.policy.check_job(spec)  # before any player starts
+        if mlagents_sessions.is_mlagents_body(data):
+            spec = mlagents_sessions.job_spec(self, data)
+        else:
+            validate_body(JobSpec, data)  # strict types, bounded errors; load_spec then applies the loader's rules
+            spec = load_spec(data)
+            self.policy.check_job(spec)  # before any player starts
         out = resolve_output_dir(self.config.data_root, owner, spec.output.directory)
         workers = spec.workers if isinstance(spec.workers, int) else 1
         if workers > self.slots.total:

@@ -83,6 +83,17 @@ def create_session(app, owner: str, data: dict) -> Response:
     return resp
 
 
+def job_spec(app, data: dict):
+    """POST /v1/jobs with an ML-Agents job: validated as the loader does (strict types first), its game checked."""
+    from unirender.spec import load_spec
+    from unirender.spec.mlagents import MLAgentsJobSpec
+
+    validate_body(MLAgentsJobSpec, data)
+    spec = load_spec(data)
+    app.policy.check_mlagents_environment(spec.environment)
+    return spec
+
+
 def _specs(entry) -> dict:
     from unirender.cluster.mlagents import behavior_specs
 
