@@ -166,3 +166,19 @@ def test_service_runs_an_mlagents_job(service):
         )
     assert getattr(info.value, "status", None) == 422 and "episodes.0.polcy" in str(info.value)
     client.close()
+
+
+def test_console_lists_an_mlagents_session(tmp_path):
+    from werkzeug.test import Client as WsgiClient
+
+    from unirender.service import create_app
+    from unirender.service.config import ANONYMOUS, ServiceConfig
+
+    app = create_app(ServiceConfig(data_root=tmp_path, port=0))
+    try:
+        resp = WsgiClient(app).post("/v1/sessions", json={"environment": {"protocol": "mlagents", **ENV}})
+        assert resp.status_code == 201, resp.get_data(as_text=True)
+        (doc,) = app.console._status_doc(ANONYMOUS)["sessions"]
+        assert doc["width"] == 32 and doc["scene"] is None
+    finally:
+        app.shutdown(timeout=5)
