@@ -240,3 +240,22 @@ def test_example_and_demo_run(tmp_path):
     demo["episodes"][0].update(steps=3, repeat=1)
     assert render(demo).frames == 4
     assert contact_sheet_for(tmp_path / "demo").stat().st_size > 0
+
+
+@pytest.mark.parametrize("fmt", ["npz", "webdataset"])
+def test_archive_formats_hold_the_same_frames(tmp_path, fmt):
+    def small(out, fmt):
+        doc = job(out, workers=1)
+        doc["episodes"] = [{"steps": 2, "seed": 4, "policy": {"kind": "random", "seed": 1}}]
+        doc["output"]["format"] = fmt
+        return doc
+
+    render(small(tmp_path / "png", "png"))
+    render(small(tmp_path / fmt, fmt))
+    want, got = list(load_dataset(tmp_path / "png")), list(load_dataset(tmp_path / fmt))
+    assert len(got) == len(want) == 3
+    for a, b in zip(want, got, strict=True):
+        assert a.metadata == b.metadata
+        assert sorted(a.frames()) == sorted(b.frames())
+        for key in a.frames():
+            assert np.array_equal(a.frames()[key], b.frames()[key])

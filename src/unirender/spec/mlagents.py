@@ -297,12 +297,12 @@ class MLAgentsJobSpec(_Strict):
         return self.environment.controller_kwargs()
 
     def content_hash(self) -> str:
-        """Hash of everything that decides the dataset's bytes (not where it goes, how many workers, timeouts)."""
+        """Hash of everything that may decide the dataset's bytes (not where it goes, how many workers, timeouts)."""
         data = self.model_dump(mode="json")
         data["output"].pop("directory")
         for key in ("workers", "max_episode_retries", "name"):
             data.pop(key)
-        for key in ("timeout", "start_timeout", "max_restarts", "time_scale"):
+        for key in ("timeout", "start_timeout", "max_restarts"):  # time_scale stays: a game may depend on it
             data["environment"].pop(key)
         blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()
