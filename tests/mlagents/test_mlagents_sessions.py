@@ -182,3 +182,25 @@ def test_console_lists_an_mlagents_session(tmp_path):
         assert doc["width"] == 32 and doc["scene"] is None
     finally:
         app.shutdown(timeout=5)
+
+
+def test_action_policy_limits_agents_and_checks_branches(tmp_path):
+    from unirender.protocol.mlagents.steps import ActionSpec, BehaviorSpec
+    from unirender.service.config import ServiceConfig
+    from unirender.service.errors import ApiError
+    from unirender.service.policy import ActionPolicy
+
+    policy = ActionPolicy(ServiceConfig(data_root=tmp_path, limits={"agents": 2}))
+    specs = {"B": BehaviorSpec([], ActionSpec(1, (2, 5)))}
+    policy.check_mlagents_actions(
+        {"B": {"continuous": [[0.1], [0.2]], "discrete": [[1, 4], [0, 0]]}}, specs, {"B": 2}
+    )
+    for actions, counts, code, path in (
+        ({"B": {}}, {"B": 3}, "too_many_agents", "actions.B"),
+        ({"B": {"discrete": [[1, 5], [0, 0]]}}, {"B": 2}, "invalid_action", "actions.B.discrete.0.1"),
+        ({"B": {"discrete": [[1], [0]]}}, {"B": 2}, "invalid_action_shape", "actions.B.discrete.0"),
+        ({"C": {}}, {"B": 2}, "unknown_behavior", "actions.C"),
+    ):
+        with pytest.raises(ApiError) as info:
+            policy.check_mlagents_actions(actions, specs, counts)
+        assert (info.value.status, info.value.code, info.value.details["path"]) == (422, code, path)
