@@ -11,12 +11,14 @@ pytest.importorskip("grpc")
 from gymnasium import spaces  # noqa: E402
 from gymnasium.utils.env_checker import check_env  # noqa: E402
 
+from fixtures import no_leaks  # noqa: E402, F401  (a fixture)
 from unirender.gym import MLAgentsEnv  # noqa: E402
 
 ENV = {"platform": "EGL", "width": 32, "height": 32, "time_scale": 100,
        "env": {"UNIRENDER_MLAGENTS_AGENTS": "2", "UNIRENDER_MLAGENTS_MAX_STEP": "5"}}  # fmt: skip
 
 
+@pytest.mark.usefixtures("no_leaks")
 def test_env_passes_check_env_and_steps():
     env = MLAgentsEnv(environment=ENV)
     try:
@@ -48,6 +50,7 @@ def test_env_passes_check_env_and_steps():
     assert env.session is None
 
 
+@pytest.mark.usefixtures("no_leaks")
 def test_single_sensor_box_and_bad_names():
     env = MLAgentsEnv(environment=ENV, observations=["VectorSensor_size8"])
     try:

@@ -16,6 +16,7 @@ import pytest
 
 pytest.importorskip("grpc")
 
+from fixtures import no_leaks  # noqa: E402, F401  (a fixture)
 from unirender.errors import SpecError  # noqa: E402
 from unirender.jobs import load_dataset, render  # noqa: E402
 from unirender.jobs.runner import JobError  # noqa: E402
@@ -128,6 +129,7 @@ def _direct_run(unit_seed: int, steps: int, policy_seed: int):
     return out
 
 
+@pytest.mark.usefixtures("no_leaks")
 def test_job_writes_a_dataset_that_reads_back(tmp_path):
     result = render(job(tmp_path / "ds"))
     assert result.frames == 7 * 2 + 3
@@ -169,6 +171,7 @@ def test_job_writes_a_dataset_that_reads_back(tmp_path):
     assert not np.array_equal(frames[0].frames()["CameraSensor.0"], frames[7].frames()["CameraSensor.0"])
 
 
+@pytest.mark.usefixtures("no_leaks")
 def test_scripted_actions_of_the_wrong_width_fail_the_job_with_advice(tmp_path):
     spec = job(tmp_path / "bad", workers=1)
     spec["episodes"] = [{"policy": {"kind": "scripted", "actions": [{"continuous": [1.0, 0.0, 0.5]}]}}]
@@ -184,6 +187,7 @@ def _files(root: Path) -> list[str]:
     )
 
 
+@pytest.mark.usefixtures("no_leaks")
 def test_sigkill_and_resume_give_identical_bytes(tmp_path):
     import yaml
 

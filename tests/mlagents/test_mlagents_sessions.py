@@ -14,6 +14,7 @@ import yaml
 
 pytest.importorskip("grpc")
 
+from fixtures import no_leaks  # noqa: E402, F401  (a fixture)
 from unirender._process import ManagedProcess  # noqa: E402
 from unirender.client import Client  # noqa: E402
 from unirender.cluster import create_backend  # noqa: E402
@@ -29,6 +30,7 @@ ENV = {
 }
 
 
+@pytest.mark.usefixtures("no_leaks")
 def test_local_backend_holds_an_mlagents_session():
     from unirender.protocol.mlagents import MLAgentsEvent
 

@@ -9,9 +9,20 @@ are ``MLAgentsEvent``s.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 MLAGENTS = "mlagents"
+_import_lock = threading.Lock()
+
+
+def controller_class():
+    """``MLAgentsController``, imported under a lock: two threads importing the ML-Agents modules for the first
+    time at once can each meet the other's half-initialised module (Python's import deadlock avoidance) and fail
+    with an ImportError; players are launched from worker and launcher threads."""
+    with _import_lock:
+        from unirender.mlagents import MLAgentsController
+    return MLAgentsController
 
 
 def is_mlagents(kwargs: dict) -> bool:
@@ -47,9 +58,7 @@ class MLAgentsPlayer:
     the controller's."""
 
     def __init__(self, **kwargs: Any):
-        from unirender.mlagents import MLAgentsController
-
-        self.controller = MLAgentsController(**kwargs)
+        self.controller = controller_class()(**kwargs)
         try:
             self.last_event = self.controller.reset()
         except BaseException:

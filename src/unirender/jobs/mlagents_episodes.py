@@ -98,9 +98,9 @@ class MLAgentsSeat:
         if self.factory is not None:
             self.game = self.factory(kwargs)
         else:
-            from unirender.mlagents import MLAgentsController
+            from unirender.cluster.mlagents import controller_class
 
-            self.game = MLAgentsController(**kwargs)
+            self.game = controller_class()(**kwargs)
         return self.game
 
     def stop(self) -> None:
