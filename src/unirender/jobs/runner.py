@@ -264,6 +264,10 @@ class JobRunner:
     # -- the job ------------------------------------------------------------------------------------------
     def run(self) -> JobResult:
         started = time.monotonic()
+        if self.mlagents:  # load the ML-Agents modules here, once, not first in several worker threads at once
+            from unirender.cluster.mlagents import controller_class
+
+            controller_class()
         units = expand_units(self.spec)
         self._units = units
         chunk = self.spec.output.frames_per_shard
