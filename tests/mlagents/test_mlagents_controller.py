@@ -181,9 +181,7 @@ def test_close_leaves_no_process_port_or_log_handle(tmp_path):
 
 
 def _assert_released(port: int, log_path: str) -> None:
-    with (
-        socket.socket() as s
-    ):  # nobody listens there any more (SO_REUSEADDR: TIME_WAIT leftovers don't count)
+    with socket.socket() as s:  # nobody listens there any more (SO_REUSEADDR: TIME_WAIT leftovers don't count)
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", port))
         s.listen()
@@ -233,10 +231,7 @@ def test_step_before_reset_resets_and_actions_for_one_behavior_need_no_name():
         before = event.steps()[0].obs[1][0, :3].copy()
         event = c.step({"continuous": [[1.0, 0.0]], "discrete": [[0]]})  # walk straight ahead
         after = event.steps()[0].obs[1][0, :3]
-        assert (
-            np.hypot(*(after[:2] - before[:2])) == pytest.approx(G.MOVE_M, abs=1e-4)
-            or max(map(abs, after[:2])) > 4
-        )
+        assert np.hypot(*(after[:2] - before[:2])) == pytest.approx(G.MOVE_M, abs=1e-4) or max(map(abs, after[:2])) > 4
         with pytest.raises(ValueError, match="continuous and discrete actions"):
             c.step(np.zeros((1, 2)))  # a bare array for a behavior with continuous and discrete actions
         # time scale 1 = real time: 10 Academy steps of 0.02 s take about 0.2 s (a lower bound: load only adds)

@@ -17,9 +17,7 @@ def mlagents_python():
     try:
         return ensure_venv()
     except subprocess.CalledProcessError as exc:  # no network to PyPI: say so instead of a vague failure
-        pytest.fail(
-            f"could not build the mlagents-envs 0.28.0 venv: {exc.stderr.decode(errors='replace')[-2000:]}"
-        )
+        pytest.fail(f"could not build the mlagents-envs 0.28.0 venv: {exc.stderr.decode(errors='replace')[-2000:]}")
 
 
 def free_port() -> int:

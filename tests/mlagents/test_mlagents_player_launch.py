@@ -16,16 +16,8 @@ SRC = str(Path(__file__).resolve().parents[2] / "src")
 
 
 def test_mlagents_envs_argv_is_understood():
-    argv = [
-        "-nographics",
-        "-batchmode",
-        "--mlagents-port",
-        "5008",
-        "-logFile",
-        "LOGS/Player-3.log",
-        "-screen-fullscreen",
-        "0",
-    ]  # fmt: skip (mlagents-envs' exact order, worker 3)
+    argv = ["-nographics", "-batchmode", "--mlagents-port", "5008", "-logFile", "LOGS/Player-3.log",
+            "-screen-fullscreen", "0"]  # fmt: skip (mlagents-envs' exact order, worker 3)
     assert is_mlagents_launch(argv)
     config = parse_mlagents_launch(argv, {})
     assert (config.port, config.log_file, config.backend) == (5008, "LOGS/Player-3.log", None)
@@ -50,9 +42,7 @@ def test_bad_launches_are_clear_errors(argv, env, message):
 def test_player_process_exits_2_on_a_bad_port_and_1_without_a_trainer():
     run = [sys.executable, "-m", "unirender.player"]
     env = {"PYTHONPATH": SRC, "PATH": "/usr/bin:/bin"}
-    bad = subprocess.run(
-        [*run, "--mlagents-port", "nope"], env=env, capture_output=True, text=True, timeout=60
-    )
+    bad = subprocess.run([*run, "--mlagents-port", "nope"], env=env, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "needs an integer" in bad.stderr
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
