@@ -255,6 +255,16 @@ class Client:
         info = self._json("POST", "/v1/sessions", body)
         return RemoteSession(self, info, modalities)
 
+    def mlagents_session(self, environment: Mapping, *, record: Mapping | None = None, auto_restart: bool = False,
+                         modalities: list[str] | None = None) -> RemoteMLAgentsSession:
+        """Start a remote ML-Agents game: ``environment`` as in a job spec (``protocol: mlagents`` is added),
+        ``record``: ``{"sensors": [...], "behaviors": [...]}`` the events carry (default all)."""
+        body: dict[str, Any] = {"environment": {**dict(environment), "protocol": "mlagents"},
+                                "auto_restart": auto_restart}  # fmt: skip
+        if record is not None:
+            body["record"] = dict(record)
+        return RemoteMLAgentsSession(self, self._json("POST", "/v1/sessions", body), modalities)
+
     def render(self, episode: Mapping, *, environment: Any = None, render: Any = None) -> list:
         """One-shot render of an episode (scene + actions or poses) -> list of Events."""
         body: dict[str, Any] = {"environment": _environment_dict(environment), "episode": dict(episode)}
@@ -341,6 +351,30 @@ class RemoteSession:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+class RemoteMLAgentsSession(RemoteSession):
+    """An ML-Agents session: ``step({behavior: {"continuous": rows, "discrete": rows}})`` (arrays or lists, one
+    row per decision agent) and ``reset(**environment_parameters)`` return the event document ``{"metadata":
+    {"step", "behaviors": {name: {"agents": [...]}}}, "frames": {"<sensor>.<i>": uint8 (H, W, C)}}``."""
+
+    def step(self, actions: Mapping | None = None):  # type: ignore[override]
+        body = {"actions": {name: {kind: (rows.tolist() if hasattr(rows, "tolist") else rows)
+                                   for kind, rows in dict(given).items() if rows is not None}
+                            for name, given in (actions or {}).items()}}  # fmt: skip
+        doc, self.last_server_timing = self.client._document(
+            "POST", f"/v1/sessions/{self.id}/step", body, params=self._params
+        )
+        self.last_event = doc
+        return doc
+
+    def reset(self, **environment_parameters: float):  # type: ignore[override]
+        doc, self.last_server_timing = self.client._document(
+            "POST", f"/v1/sessions/{self.id}/reset", {"environment_parameters": environment_parameters},
+            params=self._params,
+        )
+        self.last_event = doc
+        return doc
 
 
 class RemoteJob:

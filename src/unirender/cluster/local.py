@@ -195,10 +195,11 @@ class LocalBackend(SessionBackend):
         return session
 
     def _launch(self, kwargs: dict) -> Any:
-        """``Controller(**kwargs)`` on a launcher thread; a caller interrupted while waiting never leaks it."""
-        from unirender.controller import Controller
+        """``Controller(**kwargs)`` (an ML-Agents game for ``protocol="mlagents"``, see ``cluster.mlagents``) on a
+        launcher thread; a caller interrupted while waiting never leaks it."""
+        from unirender.cluster.mlagents import make_controller
 
-        future = self._launcher.submit(Controller, **kwargs)
+        future = self._launcher.submit(make_controller, kwargs)
         try:
             return future.result()
         except BaseException:

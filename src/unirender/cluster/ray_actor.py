@@ -29,8 +29,10 @@ def pack_event(event: Any) -> tuple:
     """``Event`` (or ``MultiAgentEvent``) -> plain data for Ray. Frames are made C-contiguous here so that Ray
     serialises them out-of-band: one copy into the object store, none on the driver, which gets read-only views
     of it."""
-    from unirender.protocol.event import MultiAgentEvent
+    from unirender.protocol.event import Event, MultiAgentEvent
 
+    if not isinstance(event, Event | MultiAgentEvent):  # an MLAgentsEvent: small (PNG bytes), pickled as is
+        return ("other", event)
     if isinstance(event, MultiAgentEvent):
         return ("multi", event.active_agent_id, [pack_event(e) for e in event.events])
     frames = {name: np.ascontiguousarray(array) for name, array in event.frames().items()}
@@ -45,6 +47,8 @@ def pack_event(event: Any) -> tuple:
 def unpack_event(packed: tuple) -> Any:
     from unirender.protocol.event import Event, MultiAgentEvent
 
+    if packed[0] == "other":
+        return packed[1]
     if packed[0] == "multi":
         return MultiAgentEvent(packed[1], [unpack_event(p) for p in packed[2]])
     _, metadata, frames, options = packed
@@ -94,6 +98,10 @@ class SessionActor:
         self._check(incarnation)
         return pack_event(self._ensure_started().reset(scene, **params))
 
+    def behavior_specs(self) -> dict:
+        """An ML-Agents game's ``{behavior: BehaviorSpec}`` (``cluster.mlagents``)."""
+        return dict(self._ensure_started().behavior_specs)
+
     def last_event(self) -> tuple[dict, dict] | None:
         event = getattr(self._controller, "last_event", None)
         return pack_event(event) if event is not None else None
@@ -111,7 +119,7 @@ class SessionActor:
     def _ensure_started(self) -> Any:
         if self._controller is None:
             # A GPU Ray gave this actor shows up as CUDA_VISIBLE_DEVICES, which the Controller reads (spec 6.2).
-            from unirender.controller import Controller
+            from unirender.cluster.mlagents import make_controller
 
-            self._controller = Controller(**self._kwargs)
+            self._controller = make_controller(self._kwargs)
         return self._controller

@@ -112,7 +112,7 @@ class RaySession(Session):
         """Wait for room (bounded by ``wait_timeout``), then for the actor and its player (``start_timeout``)."""
         backend = self._backend
         backend._wait_for_room(self)
-        actor = backend._actor_class(self.resources).remote(self._kwargs)
+        actor = backend._actor_class(self.resources, self._kwargs).remote(self._kwargs)
         try:
             try:
                 # Placement includes starting a Ray worker process (seconds on a busy node): start_timeout.
@@ -329,8 +329,15 @@ class RayBackend(SessionBackend):
                 raise CapacityError(f"no Ray node could take session {session.id}{waited}: {detail}")
             time.sleep(0.1)
 
-    def _actor_class(self, resources: Resources) -> Any:
-        return self._remote_class.options(**self.actor_options(resources))
+    def _actor_class(self, resources: Resources, kwargs: dict | None = None) -> Any:
+        options = self.actor_options(resources)
+        from unirender.cluster.mlagents import is_mlagents
+
+        if kwargs is not None and is_mlagents(kwargs):
+            # Ray's worker has loaded grpc before the actor runs: only its start environment can turn gRPC's
+            # fork support off, which would otherwise make the launched game abort at random (transport/grpc.py).
+            options["runtime_env"] = {"env_vars": {"GRPC_ENABLE_FORK_SUPPORT": "false"}}
+        return self._remote_class.options(**options)
 
     def create_session(
         self,

@@ -2,6 +2,8 @@
 
 - :class:`UnityEnv` (``env.py``): one session as a ``gymnasium.Env``; observations declared by modality
   (``observations="rgb"``: a ``Box`` image; a list: a ``Dict``), built in ``observations.py``.
+- :class:`MLAgentsEnv` (``mlagents_env.py``): one agent of one behavior of an ML-Agents game; spaces from its
+  ``BehaviorSpec``.
 - :class:`UnityVectorEnv` (``vector.py``): N sessions stepped concurrently behind Gymnasium's ``VectorEnv``
   (next-step, same-step or no autoreset).
 - ``unirender.gym.sb3`` (needs the ``[sb3]`` extra, imported only there): the Stable-Baselines3 path,
@@ -14,6 +16,7 @@ package on the way; ``gymnasium.make_vec(..., vectorization_mode="vector_entry_p
 import gymnasium
 
 from unirender.gym.env import DEFAULT_ACTIONS, UnityEnv, environment_controller_kwargs
+from unirender.gym.mlagents_env import MLAgentsEnv
 from unirender.gym.observations import DEPTH_DTYPES, MODALITY_ATTRIBUTE, ObservationLayout, observation_layout
 from unirender.gym.vector import UnityVectorEnv
 
@@ -24,6 +27,7 @@ __all__ = [
     "DEPTH_DTYPES",
     "ENV_ID",
     "MODALITY_ATTRIBUTE",
+    "MLAgentsEnv",
     "ObservationLayout",
     "UnityEnv",
     "UnityVectorEnv",

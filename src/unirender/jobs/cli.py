@@ -38,6 +38,11 @@ def register(sub) -> None:
     d.add_argument("--transport", choices=["fifo", "wsgi"], default="fifo")
     d.add_argument("--resume", action=argparse.BooleanOptionalAction, default=False)
     d.add_argument("--quiet", action="store_true")
+    d.add_argument(
+        "--mlagents",
+        action="store_true",
+        help="an ML-Agents game instead: the reference player's ReachTarget, 2 agents, random actions",
+    )
     d.set_defaults(func=cmd_demo)
 
 
@@ -106,9 +111,14 @@ def cmd_render(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from unirender.jobs.demo import DEMO_SHEET_FRAME, contact_sheet_for, demo_spec
+    from unirender.jobs.demo import DEMO_SHEET_FRAME, contact_sheet_for, demo_spec, mlagents_demo_spec
 
-    rc = _run(demo_spec(args.out, size=args.size, transport=args.transport), args)
+    if args.mlagents:
+        spec = mlagents_demo_spec(args.out, size=min(args.size, 128))
+    else:
+        spec = demo_spec(args.out, size=args.size, transport=args.transport)
+    rc = _run(spec, args)
     if rc == 0:
-        print(f"contact sheet: {contact_sheet_for(args.out, frame=DEMO_SHEET_FRAME)}")
+        frame = None if args.mlagents else DEMO_SHEET_FRAME
+        print(f"contact sheet: {contact_sheet_for(args.out, frame=frame)}")
     return rc

@@ -19,7 +19,8 @@ from unirender.jobs.state import MANIFEST, METADATA, JobError
 
 
 class Dataset:
-    """A finished dataset: ``len()``, iteration as Events, ``frames(i)`` as arrays, ``record(i)``, ``records``
+    """A finished dataset: ``len()``, iteration as Events (an ML-Agents dataset: ``MLAgentsFrame``s),
+    ``frames(i)`` as arrays, ``record(i)``, ``records``
     (all of them, read on first use), ``manifest``.
 
     Opening reads only the manifest; a frame's metadata is read with its chunk (one ``meta/`` file of
@@ -103,6 +104,10 @@ class Dataset:
         from unirender.jobs.episodes import group_camera_frames
         from unirender.protocol.event import Event
 
+        if self.manifest.get("protocol") == "mlagents":
+            from unirender.jobs.mlagents_episodes import MLAgentsFrame
+
+            return MLAgentsFrame(self.record(i)["metadata"], self.frames(i))
         return Event.from_frames(self.record(i)["metadata"], group_camera_frames(self.frames(i)))
 
     def frames(self, i: int) -> dict[str, np.ndarray]:

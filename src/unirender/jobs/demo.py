@@ -48,6 +48,20 @@ def demo_spec(out: str | os.PathLike, *, size: int = 256, transport: str = "fifo
     }  # fmt: skip
 
 
+def mlagents_demo_spec(out: str | os.PathLike, *, size: int = 96) -> dict[str, Any]:
+    """The reference player's ML-Agents game: 2 agents driving with seeded random actions towards the target,
+    light and target colour drawn per episode (``examples/mlagents_reach.yaml`` is the long form)."""
+    sampler = {"sampler_type": "uniform", "sampler_parameters": {"min_value": 0.5, "max_value": 1.5}}
+    return {
+        "name": "demo-mlagents",
+        "environment": {"protocol": "mlagents", "executable": "builtin", "width": size, "height": size,
+                        "time_scale": 100, "environment_parameters": {"light_intensity": sampler}},
+        "episodes": [{"name": "reach", "steps": 30, "seed": 1, "repeat": 2, "policy": {"kind": "random"}}],
+        "output": {"directory": os.fspath(out), "format": "png", "frames_per_shard": 16},
+        "workers": 1,
+    }  # fmt: skip
+
+
 def contact_sheet_for(directory: str | os.PathLike, frame: int | None = None) -> Path:
     """Write ``contact_sheet.png`` for one frame of a finished dataset (default: the middle one)."""
     directory = Path(directory)
@@ -62,8 +76,11 @@ def contact_sheet_for(directory: str | os.PathLike, frame: int | None = None) ->
 
 
 def panel_label(key: str) -> str:
-    """``third_party_depth_frames.corner`` -> ``depth (corner)``; ``frame`` -> ``rgb``."""
-    _base, dot, camera = key.partition(".")
+    """``third_party_depth_frames.corner`` -> ``depth (corner)``; ``frame`` -> ``rgb``; an ML-Agents camera
+    ``CameraSensor.1`` -> ``CameraSensor (agent 1)``."""
+    base, dot, camera = key.partition(".")
+    if dot and not base.startswith("third_party_"):
+        return f"{base} (agent {camera})"
     return modality_of(key) + (f" ({camera})" if dot else "")
 
 

@@ -35,8 +35,19 @@ class WorkUnit:
     def known_frame_count(self) -> int | None:
         return self.episode.known_frame_count
 
+    @property
+    def sequential(self) -> bool:
+        """Whether its frames must come from one player in order (each action depends on the ones before)."""
+        return self.episode.actions is not None
+
 
 def expand_units(spec: JobSpec) -> list[WorkUnit]:
+    from unirender.spec.mlagents import MLAgentsJobSpec
+
+    if isinstance(spec, MLAgentsJobSpec):
+        from unirender.jobs.mlagents_episodes import expand_mlagents_units
+
+        return expand_mlagents_units(spec)  # type: ignore[return-value]
     units = []
     for i, episode in enumerate(spec.episodes):
         label = re.sub(r"[^A-Za-z0-9_\-]", "-", episode.name or episode.scene)[:40]

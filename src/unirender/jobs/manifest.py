@@ -73,7 +73,9 @@ def build_manifest(
         if entry["chunks"]:
             keys |= set(read_chunk_records(root, entry["id"], 0)[0]["files"])
     step_s, write_s = result.step_s, result.write_s
+    protocol = getattr(spec.environment, "protocol", None)  # only ML-Agents datasets say so
     return {
+        **({"protocol": protocol} if protocol else {}),
         "name": spec.name,
         "spec_hash": spec.content_hash(),
         "spec": spec.model_dump(mode="json"),

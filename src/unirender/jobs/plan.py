@@ -25,7 +25,7 @@ def work_capacity(units, chunk: int) -> int:
     sequence on one only (each action depends on the ones before)."""
     capacity = 0
     for unit in units:
-        if unit.episode.actions is not None:
+        if unit.sequential:
             capacity += 1
         elif unit.known_frame_count is None:
             capacity += os.cpu_count() or 1
@@ -66,6 +66,24 @@ class JobPlan:
             if self.grid_units
             else ""
         )
+        if getattr(spec.environment, "protocol", None) == "mlagents":
+            env = spec.environment
+            return "\n".join(
+                [
+                    f"job          {spec.name} (spec hash {spec.content_hash()[:12]})",
+                    f"executable   {env.executable} over ML-Agents (gRPC), time scale {env.time_scale:g}",
+                    f"platform     {self.platform or '?'} on {self.device or '?'}"
+                    + (" (software)" if self.software else ""),
+                    f"players      {self.workers} (a fresh game per episode repeat)",
+                    f"episodes     {len(spec.episodes)} ({self.units} with repeats)",
+                    f"frames       {self.frames} (the reset's frame + one per step)",
+                    f"size         {env.width}x{env.height}; sensors: "
+                    f"{', '.join(spec.record.sensors or ['all'])}; behaviors: "
+                    f"{', '.join(spec.record.behaviors or ['all'])}",
+                    f"output       {spec.output.directory} ({spec.output.format}; committed every "
+                    f"{spec.output.frames_per_shard} frames)",
+                ]
+            )
         modalities = ", ".join(spec.render.modalities)
         cameras = ", ".join(c.name for c in spec.render.cameras) or "none"
         return "\n".join(

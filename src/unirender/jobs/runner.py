@@ -28,12 +28,14 @@ from unirender.jobs.atomic import write_atomic
 from unirender.jobs.chunks import Commit, digest, encode_records, meta_path
 from unirender.jobs.episodes import EpisodeFailed, WorkUnit, expand_units, missing_modalities, run_frames
 from unirender.jobs.manifest import build_manifest, write_annotations, write_manifest
+from unirender.jobs.mlagents_episodes import frame_parts, run_mlagents_frames
 from unirender.jobs.plan import auto_workers, resolve_platform
 from unirender.jobs.progress import Reporter
 from unirender.jobs.state import MANIFEST, JobError, JobState
 from unirender.jobs.write_behind import WriteBehind
 from unirender.jobs.writers import FRAMES_DIR, open_episode_writer
 from unirender.spec import JobSpec
+from unirender.spec.mlagents import MLAgentsJobSpec
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +176,16 @@ class JobRunner:
         self._workers_running = 0
         self.backend = backend
         self.player_factory = player_factory
+        self.mlagents = isinstance(spec, MLAgentsJobSpec)
+        if self.mlagents and backend is not None:
+            # Each unit launches its own seeded game (jobs.mlagents_episodes): in this process, which is where a
+            # local backend's players run anyway; a remote backend cannot do that yet.
+            if getattr(backend, "name", None) != "local":
+                raise SpecError(
+                    f"ML-Agents jobs run their games in this process, not on the {backend.name!r} backend",
+                    [("environment.protocol", "mlagents jobs need no backend or the local one")],
+                )
+            self.backend = None
         self._lock = threading.Lock()
         self._failure: BaseException | None = None
         self._failure_report: str = ""
@@ -197,6 +209,10 @@ class JobRunner:
 
     # -- players ------------------------------------------------------------------------------------------
     def _open_player(self, kwargs: dict[str, Any]):
+        if self.mlagents:  # a seat: each unit launches its own game (see jobs.mlagents_episodes)
+            from unirender.jobs.mlagents_episodes import MLAgentsSeat
+
+            return MLAgentsSeat(kwargs, self.player_factory)
         if self.player_factory is not None:
             return self.player_factory(dict(kwargs))
         if self.backend is not None:
@@ -248,6 +264,10 @@ class JobRunner:
     # -- the job ------------------------------------------------------------------------------------------
     def run(self) -> JobResult:
         started = time.monotonic()
+        if self.mlagents:  # load the ML-Agents modules here, once, not first in several worker threads at once
+            from unirender.cluster.mlagents import controller_class
+
+            controller_class()
         units = expand_units(self.spec)
         self._units = units
         chunk = self.spec.output.frames_per_shard
@@ -333,7 +353,7 @@ class JobRunner:
             # How many players the work can keep busy: every chunk of a pose/generator episode can run on its
             # own player, an action sequence only on one (each action depends on the ones before).
             capacity = sum(
-                1 if hi is None or unit.episode.actions is not None else hi - lo for unit, lo, hi in runs
+                1 if hi is None or unit.sequential else hi - lo for unit, lo, hi in runs
             ) + unknown * (os.cpu_count() or 1)
             requested = self.requested_workers
             n = auto_workers(capacity, software) if requested in (None, "auto") else int(requested)
@@ -348,7 +368,7 @@ class JobRunner:
                     self._queue.append(Task(unit, 0, None))
                     continue
                 total = self._unit_total(unit)
-                step = span if unit.episode.actions is None else hi - lo
+                step = hi - lo if unit.sequential else span
                 for k in range(lo, hi, step):
                     self._queue.append(Task(unit, k * chunk, min(min(k + step, hi) * chunk, total)))
             kwargs = _pinned_kwargs(self.spec, resolution)
@@ -495,7 +515,7 @@ class JobRunner:
             if task.end is None:
                 chunks = math.ceil(total / chunk)
                 span = max(1, math.ceil(chunks / self._n_workers))
-                if task.unit.episode.actions is not None:
+                if task.unit.sequential:
                     span = chunks
                 for k in range(span, chunks, span):
                     self._queue.append(Task(task.unit, k * chunk, min((k + span) * chunk, total)))
@@ -534,6 +554,7 @@ class JobRunner:
             self.spec.output,
             commit=lambda k, records: self._commit(unit, k, records, task_committed),
             annotate=annotator_for(render),
+            select=frame_parts if self.mlagents else None,
         )
         written = 0
         task_committed = [0]  # frames this task committed (on the write-behind thread)
@@ -545,7 +566,10 @@ class JobRunner:
             end[0] = self._size_known(task, n)
             return end[0]
 
-        events = run_frames(player, unit, render, start=start, end=task.end, on_total=on_total)
+        if self.mlagents:
+            events = run_mlagents_frames(player, unit, self.spec, start=start, end=task.end, on_total=on_total)
+        else:
+            events = run_frames(player, unit, render, start=start, end=task.end, on_total=on_total)
         try:
             first = True
             while True:
@@ -561,7 +585,7 @@ class JobRunner:
                     info = getattr(player, "info", None)
                     if callable(info) and "node" not in self._player_stats[wid]:
                         self._player_stats[wid].update(info())
-                    missing = missing_modalities(event, render)
+                    missing = [] if self.mlagents else missing_modalities(event, render)
                     if missing:
                         raise EpisodeFailed(
                             f"the player did not produce {', '.join(missing)} (asked for through Initialize "
@@ -599,6 +623,14 @@ class JobRunner:
             return
         metadata = event.metadata
         env = self.spec.environment
+        if self.mlagents:
+            from unirender import __version__
+
+            package = f"com.unity.ml-agents {player.version}" if player.version else None
+            with self._lock:
+                builtin = f"unirender-player {__version__} ({package})"
+                self._player_info["player_version"] = builtin if env.is_builtin else package
+            return
         if env.is_builtin:
             from unirender import __version__
 

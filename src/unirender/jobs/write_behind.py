@@ -36,12 +36,14 @@ class WriteBehind:
         commit: CommitFn,
         annotate: Callable[[Any, dict[str, Any]], None] | None = None,
         depth: int = 3,
+        select: Callable[[Any, Any], tuple[dict[str, Any], dict[str, Any]]] | None = None,
     ):
         self.writer = writer
         self.render = render
         self.output = output
         self.commit = commit
         self.annotate = annotate  # (event, frame record) -> None: adds annotations to the record
+        self.select = select  # (event, output) -> (frames, metadata); default: an AI2-THOR Event's
         self.busy_s = 0.0  # helper thread time spent selecting, encoding and writing
         self._queue: queue.Queue = queue.Queue(maxsize=depth)
         self._error: BaseException | None = None
@@ -85,8 +87,12 @@ class WriteBehind:
                     self.commit(*self.writer.seal())
                 else:
                     index, event = item
-                    metadata = select_metadata(dict(event.metadata), self.output.metadata)
-                    record = self.writer.add(index, frames_to_record(event, self.render), metadata)
+                    if self.select is not None:
+                        frames, metadata = self.select(event, self.output)
+                    else:
+                        frames = frames_to_record(event, self.render)
+                        metadata = select_metadata(dict(event.metadata), self.output.metadata)
+                    record = self.writer.add(index, frames, metadata)
                     if self.annotate is not None:
                         self.annotate(event, record)
             except BaseException as exc:

@@ -18,7 +18,7 @@ from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
 from unirender.errors import SpecError
-from unirender.service import wire
+from unirender.service import mlagents_sessions, wire
 from unirender.service.config import ANONYMOUS, ServiceConfig
 from unirender.service.errors import ApiError, from_http_exception, from_unirender_error
 from unirender.service.jobs import JobManager
@@ -378,7 +378,10 @@ class ServiceApp:
         return self._json({"sessions": [s.describe() for s in self.sessions.list(owner)]})
 
     def ep_create_session(self, request, owner):
-        body = validate_body(SessionCreate, self._body(request))
+        data = self._body(request)
+        if mlagents_sessions.is_mlagents_body(data):  # environment.protocol: mlagents
+            return mlagents_sessions.create_session(self, owner, data)
+        body = validate_body(SessionCreate, data)
         self.policy.check_environment(body.environment, body.render)
         self.policy.check_scene(body.scene, "scene")
         kwargs = self._controller_kwargs(body.environment, body.render, body.scene, body.auto_restart)
@@ -406,6 +409,9 @@ class ServiceApp:
         fmt = self._format(request)
         modalities = _parse_modalities(request)
         action = self._body(request)
+        entry = self._mlagents_entry(owner, session_id)
+        if entry is not None:
+            return mlagents_sessions.step(self, owner, entry, action, fmt, modalities)
         self.check_step(owner, session_id, action)
         started = time.perf_counter()
         event = self.sessions.step(owner, session_id, action)
@@ -421,9 +427,20 @@ class ServiceApp:
             state = self.policy.session_state(self.sessions.get(owner, session_id).session)
         self.policy.check_action(action, state)
 
+    def _mlagents_entry(self, owner: str, session_id: str):
+        """The session if it holds an ML-Agents game, else None (a missing one fails later, as before)."""
+        try:
+            entry = self.sessions.get(owner, session_id)
+        except ApiError:
+            return None
+        return entry if mlagents_sessions.is_mlagents_entry(entry) else None
+
     def ep_reset(self, request, owner, session_id):
         fmt = self._format(request)
         modalities = _parse_modalities(request)
+        entry = self._mlagents_entry(owner, session_id)
+        if entry is not None:
+            return mlagents_sessions.reset(self, owner, entry, self._body(request), fmt, modalities)
         body = validate_body(ResetBody, self._body(request)).model_dump()
         scene = body.pop("scene", None)
         self.policy.check_scene(scene, "scene")
@@ -480,9 +497,12 @@ class ServiceApp:
         from unirender.spec import load_spec
 
         data = self._body(request)
-        validate_body(JobSpec, data)  # strict types, bounded errors; load_spec then applies the loader's rules
-        spec: JobSpec = load_spec(data)
-        self.policy.check_job(spec)  # before any player starts
+        if mlagents_sessions.is_mlagents_body(data):
+            spec = mlagents_sessions.job_spec(self, data)
+        else:
+            validate_body(JobSpec, data)  # strict types, bounded errors; load_spec then applies the loader's rules
+            spec = load_spec(data)
+            self.policy.check_job(spec)  # before any player starts
         out = resolve_output_dir(self.config.data_root, owner, spec.output.directory)
         workers = spec.workers if isinstance(spec.workers, int) else 1
         if workers > self.slots.total:

@@ -35,6 +35,7 @@ class Limits(BaseModel):
     steps_per_second: float = Field(1000.0, gt=0, description="per session; bursts of one second allowed")
     jobs_per_token: int = Field(2, ge=1, description="running jobs per token")
     cameras: int = Field(8, ge=0, description="third-party cameras per session (each renders a full frame)")
+    agents: int = Field(256, ge=1, description="ML-Agents decision agents per behavior one step may act for")
 
 
 def default_data_root() -> Path:

@@ -6,6 +6,7 @@ import html
 from typing import Any
 
 from unirender import __version__
+from unirender.service.mlagents_sessions import MLAgentsReset, MLAgentsSessionCreate, MLAgentsStep
 from unirender.service.models import RenderRequest, ResetBody, SessionCreate
 from unirender.spec import JobSpec
 
@@ -51,7 +52,8 @@ EVENT = {
 
 def _schemas() -> dict[str, Any]:
     schemas: dict[str, Any] = {"Error": ERROR, "Action": ACTION, "Frame": FRAME, "Event": EVENT}
-    for model in (SessionCreate, ResetBody, RenderRequest, JobSpec):
+    for model in (SessionCreate, ResetBody, RenderRequest, JobSpec, MLAgentsSessionCreate, MLAgentsStep,
+                  MLAgentsReset):
         schema = model.model_json_schema(ref_template=REF)
         schemas.update(schema.pop("$defs", {}))
         schemas[model.__name__] = schema
@@ -70,10 +72,12 @@ def _json(name: str | dict, description: str = "OK") -> dict:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
-def _body(name: str, msgpack: bool = True) -> dict:
-    content = {"application/json": {"schema": _ref(name)}}
+def _body(name: str | list[str], msgpack: bool = True) -> dict:
+    """A request body of one schema, or of one of several (``oneOf``: AI2-THOR or ML-Agents sessions)."""
+    schema = _ref(name) if isinstance(name, str) else {"oneOf": [_ref(n) for n in name]}
+    content = {"application/json": {"schema": schema}}
     if msgpack:
-        content["application/x-msgpack"] = {"schema": _ref(name)}
+        content["application/x-msgpack"] = {"schema": schema}
     return {"required": True, "content": content}
 
 
@@ -127,18 +131,21 @@ def openapi_document(config=None) -> dict:
                                      params=[_int_query("width"), _int_query("height")])},
         "/v1/sessions": {
             "get": _op("your sessions", {"200": _json(obj)}),
-            "post": _op("start a player for an environment spec", {"201": _json(obj, "created")},
-                        body=_body("SessionCreate")),
+            "post": _op("start a player for an environment spec (environment.protocol: mlagents -> an ML-Agents "
+                        "game)", {"201": _json(obj, "created")}, body=_body(["SessionCreate", "MLAgentsSessionCreate"])),
         },
         "/v1/sessions/{session_id}": {
             "get": _op("one session", {"200": _json(obj)}, params=[SID]),
             "delete": _op("stop a session", {"204": {"description": "stopped"}}, params=[SID]),
         },
         "/v1/sessions/{session_id}/step": {
-            "post": _op("one action", _event_responses("Event"), body=_body("Action"), params=[SID, MODALITIES]),
+            "post": _op("one action; on an ML-Agents session the actions per behavior (lists of rows, one per "
+                        "decision agent; 422 when a shape does not match the behavior spec)",
+                        _event_responses("Event"), body=_body(["Action", "MLAgentsStep"]), params=[SID, MODALITIES]),
         },
         "/v1/sessions/{session_id}/reset": {
-            "post": _op("reset to a scene", _event_responses("Event"), body=_body("ResetBody"),
+            "post": _op("reset to a scene (ML-Agents: new episodes, optional environment parameters)",
+                        _event_responses("Event"), body=_body(["ResetBody", "MLAgentsReset"]),
                         params=[SID, MODALITIES]),
         },
         "/v1/render": {"post": _op("one-shot render of an episode", _event_responses("EventList"),

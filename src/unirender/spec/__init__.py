@@ -9,6 +9,7 @@ from unirender.spec.loader import (
     read_document,
     spec_warnings_text,
 )
+from unirender.spec.mlagents import MLAgentsEnvironmentSpec, MLAgentsEpisodeSpec, MLAgentsJobSpec
 from unirender.spec.models import (
     MODALITIES,
     CameraSpec,
@@ -29,6 +30,9 @@ __all__ = [
     "EpisodeSpec",
     "GridGenerator",
     "JobSpec",
+    "MLAgentsEnvironmentSpec",
+    "MLAgentsEpisodeSpec",
+    "MLAgentsJobSpec",
     "OutputSpec",
     "PoseSpec",
     "RandomGenerator",

@@ -20,6 +20,7 @@ def register(sub) -> None:
 
     s = spec_sub.add_parser("schema", help="print the JSON Schema of job specs")
     s.add_argument("--environment", action="store_true", help="the schema of an environment alone")
+    s.add_argument("--mlagents", action="store_true", help="ML-Agents jobs (environment.protocol: mlagents)")
     s.set_defaults(func=cmd_schema)
 
 
@@ -47,8 +48,11 @@ def cmd_check(args) -> int:
 
 
 def cmd_schema(args) -> int:
-    from unirender.spec import EnvironmentSpec, JobSpec
+    from unirender.spec import EnvironmentSpec, JobSpec, MLAgentsEnvironmentSpec, MLAgentsJobSpec
 
-    model = EnvironmentSpec if args.environment else JobSpec
+    if args.mlagents:
+        model = MLAgentsEnvironmentSpec if args.environment else MLAgentsJobSpec
+    else:
+        model = EnvironmentSpec if args.environment else JobSpec
     print(json.dumps(model.model_json_schema(), indent=2))
     return 0

@@ -27,6 +27,7 @@ from unirender.spec.errors import (
     key_positions,
     validation_problems,
 )
+from unirender.spec.mlagents import BUILTIN_BEHAVIORS, BUILTIN_SENSORS, PROTOCOLS, MLAgentsJobSpec
 from unirender.spec.models import EnvironmentSpec, JobSpec
 
 SUFFIX_FORMATS = {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".toml": "toml"}
@@ -97,16 +98,58 @@ def read_document(path: str | os.PathLike) -> dict[str, Any]:
     return read_source(path)[0]
 
 
-def load_spec(source: str | os.PathLike | Mapping[str, Any] | JobSpec) -> JobSpec:
-    """A validated :class:`JobSpec` from a file path, a mapping or an existing spec."""
-    if isinstance(source, JobSpec):
+def load_spec(source: str | os.PathLike | Mapping[str, Any] | JobSpec | MLAgentsJobSpec):
+    """A validated :class:`JobSpec` (or, with ``environment.protocol: mlagents``, an
+    :class:`~unirender.spec.mlagents.MLAgentsJobSpec`) from a file path, a mapping or an existing spec."""
+    if isinstance(source, JobSpec | MLAgentsJobSpec):
         return source
     where = None
     if isinstance(source, Mapping):
         data = dict(source)
     else:
         data, where = read_source(source)
+    if _protocol(data, where) == "mlagents":
+        spec = _validate(MLAgentsJobSpec, data, where)
+        check_mlagents_record(spec)
+        return spec
     return _validate(JobSpec, data, where)
+
+
+def _protocol(data: dict[str, Any], where: _Source | None) -> str:
+    """``environment.protocol`` (default ``ai2thor``, removed from an AI2-THOR environment so its models and
+    content hash stay as they were); an unknown value is a SpecError with the allowed ones."""
+    env = data.get("environment")
+    if not isinstance(env, Mapping) or "protocol" not in env:
+        return "ai2thor"
+    value = env["protocol"]
+    if value == "ai2thor":
+        data["environment"] = {k: v for k, v in env.items() if k != "protocol"}
+        return value
+    if value == "mlagents":
+        return value
+    guess = did_you_mean(value, list(PROTOCOLS)) if isinstance(value, str) else None
+    hint = f"; did you mean {guess!r}?" if guess else ""
+    problems = [("environment.protocol", f"{value!r} is not a protocol{hint} (allowed: {', '.join(PROTOCOLS)})")]
+    origin, positions = where if where else (None, None)
+    raise SpecError(format_errors(problems, origin=origin, positions=positions), problems)
+
+
+def check_mlagents_record(spec: MLAgentsJobSpec) -> None:
+    """With the builtin player, the recorded sensors and behaviors must be ones its game has (with a "did you
+    mean"); a Unity build's are checked against its behavior specs when its first episode starts."""
+    if not spec.environment.is_builtin:
+        return
+    problems = []
+    for field, names, known in (
+        ("sensors", spec.record.sensors, BUILTIN_SENSORS),
+        ("behaviors", spec.record.behaviors, BUILTIN_BEHAVIORS),
+    ):
+        for i, name in enumerate(names or []):
+            if name not in known:
+                guess = did_you_mean(name, list(known))
+                hint = f"; did you mean {guess!r}?" if guess else f"; the builtin game has {', '.join(known)}"
+                problems.append((f"record.{field}.{i}", f"{name!r} is not in the builtin game{hint}"))
+    _raise_problems(spec, problems)
 
 
 def load_environment(source: str | os.PathLike | Mapping[str, Any] | EnvironmentSpec) -> EnvironmentSpec:
@@ -135,11 +178,11 @@ def _raise_problems(spec: JobSpec, problems: list[tuple[str, str]]) -> None:
         raise SpecError(format_errors(problems, origin=origin, positions=positions), problems)
 
 
-def check_builtin_scenes(spec: JobSpec) -> None:
+def check_builtin_scenes(spec: JobSpec | MLAgentsJobSpec) -> None:
     """With the builtin player, every episode's scene must be one it has (``FloorPlan1`` finds
     ``FloorPlan1_physics``) or look like a scene file path (the player opens it); SpecError otherwise, so a
     job fails before any player starts. Unity builds' scenes are their own business (checked at reset)."""
-    if not spec.environment.is_builtin:
+    if not spec.environment.is_builtin or isinstance(spec, MLAgentsJobSpec):
         return
     from pathlib import PurePath
 
@@ -165,6 +208,8 @@ def check_actions(spec: JobSpec) -> list[tuple[str, str]]:
     """Every action name in the episodes against the builtin player's actions. With the builtin player an
     unknown name is a SpecError (with a "did you mean"); a Unity build's actions cannot be known from here, so
     for one the same findings are returned as warnings and the job may go ahead."""
+    if isinstance(spec, MLAgentsJobSpec):
+        return []  # its actions are checked against the policy's kinds by the schema
     from unirender.player.actions import ACTIONS
 
     known = sorted(ACTIONS)
@@ -198,6 +243,6 @@ def _validate(model: type[BaseModel], data: dict[str, Any], source: _Source | No
         problems = validation_problems(exc, data, model, prefix)
         origin, positions = source if source else (None, None)
         raise SpecError(format_errors(problems, origin=origin, positions=positions), problems) from None
-    if source and isinstance(spec, JobSpec):
+    if source and isinstance(spec, JobSpec | MLAgentsJobSpec):
         _remember_source(spec, source)
     return spec

@@ -187,8 +187,8 @@ class Console:
         info = entry.describe()
         env = (entry.environment or {}).get("environment") or {}
         info.update(width=env.get("width"), height=env.get("height"), transport=env.get("transport", "fifo"),
-                    scene=(entry.environment or {}).get("scene") or (entry.session.last_event.metadata.get(
-                        "sceneName") if entry.session.last_event is not None else None),
+                    scene=(entry.environment or {}).get("scene") or (getattr(entry.session.last_event, "metadata",
+                        None) or {}).get("sceneName"),  # an ML-Agents event has no metadata: no scene
                     viewers=self._viewer_docs(entry.id), frames_published=entry.frames.seq)
         return info
 

@@ -1,0 +1,88 @@
+"""ML-Agents sessions on any backend: ``controller_kwargs`` with ``protocol="mlagents"`` hold an ML-Agents game.
+
+``make_controller(kwargs)`` is what a backend calls to start a session's player: an AI2-THOR ``Controller``, or
+for ``protocol="mlagents"`` an :class:`MLAgentsPlayer` (an ``MLAgentsController`` reset once at start, so the
+session has a first event as AI2-THOR sessions do). The session then steps it with ``{behavior: actions}``
+(what ``MLAgentsController.step`` takes; a dict passes the backends' action handling untouched) and its events
+are ``MLAgentsEvent``s.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+MLAGENTS = "mlagents"
+_import_lock = threading.Lock()
+
+
+def controller_class():
+    """``MLAgentsController``, imported under a lock: two threads importing the ML-Agents modules for the first
+    time at once can each meet the other's half-initialised module (Python's import deadlock avoidance) and fail
+    with an ImportError; players are launched from worker and launcher threads."""
+    with _import_lock:
+        from unirender.mlagents import MLAgentsController
+    return MLAgentsController
+
+
+def is_mlagents(kwargs: dict) -> bool:
+    return kwargs.get("protocol") == MLAGENTS
+
+
+def make_controller(kwargs: dict) -> Any:
+    """A session's player from its controller kwargs (see the module doc)."""
+    if is_mlagents(kwargs):
+        return MLAgentsPlayer(**{k: v for k, v in kwargs.items() if k != "protocol"})
+    from unirender.controller import Controller
+
+    return Controller(**kwargs)
+
+
+def behavior_specs(session) -> dict:
+    """``{behavior: BehaviorSpec}`` of the ML-Agents game a session holds, on the local or the Ray backend."""
+    controller = getattr(session, "controller", None)
+    if controller is not None:
+        return dict(controller.behavior_specs)
+    actor = getattr(session, "actor", None)
+    if actor is None:
+        raise TypeError(f"{type(session).__name__} does not say what behaviors its game has")
+    import ray
+
+    return ray.get(actor.behavior_specs.remote(), timeout=session._backend.step_timeout)
+
+
+class MLAgentsPlayer:
+    """An ``MLAgentsController`` as a session's controller: started and reset at once (``last_event``),
+    ``step(actions)``, ``reset(scene=None, **environment_parameters)`` (new episodes; the parameters are sent
+    with it), ``stop()``. Everything else (``behavior_specs``, ``resolution``, ``process``, ``log_path``, ...) is
+    the controller's."""
+
+    def __init__(self, **kwargs: Any):
+        self.controller = controller_class()(**kwargs)
+        try:
+            self.last_event = self.controller.reset()
+        except BaseException:
+            self.controller.close()
+            raise
+
+    def step(self, actions: Any = None):
+        if isinstance(actions, dict) and not actions:
+            actions = None  # {} = zeros for every behavior, as a missing behavior gets
+        self.last_event = self.controller.step(actions)
+        return self.last_event
+
+    def reset(self, scene: str | None = None, **environment_parameters: Any):
+        if scene is not None:
+            raise ValueError(
+                "an ML-Agents game has no scenes to reset to; reset() takes environment parameters"
+            )
+        if environment_parameters:
+            self.controller.set_environment_parameters(**environment_parameters)
+        self.last_event = self.controller.reset()
+        return self.last_event
+
+    def stop(self) -> None:
+        self.controller.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["controller"], name)

@@ -1,0 +1,208 @@
+"""ML-Agents sessions: on the LocalBackend, and over HTTP on a real ``unirender serve`` process (loopback) with the
+thin client: create, step with actions, frames back, 422 on bad action shapes, reset, auth, OpenAPI."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+
+import numpy as np
+import pytest
+import requests
+import yaml
+
+pytest.importorskip("grpc")
+
+from fixtures import no_leaks  # noqa: E402, F401  (a fixture)
+from unirender._process import ManagedProcess  # noqa: E402
+from unirender.client import Client  # noqa: E402
+from unirender.cluster import create_backend  # noqa: E402
+
+BEHAVIOR = "ReachTarget?team=0"
+TOKEN = "ml-token-123"
+ENV = {
+    "platform": "EGL",
+    "width": 32,
+    "height": 32,
+    "time_scale": 100,
+    "env": {"UNIRENDER_MLAGENTS_AGENTS": "2"},
+}
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_local_backend_holds_an_mlagents_session():
+    from unirender.protocol.mlagents import MLAgentsEvent
+
+    kwargs = {"protocol": "mlagents", "executable": "builtin", "seed": 3, **ENV}
+    with create_backend("local", max_sessions=1) as backend:
+        session = backend.create_session(kwargs)
+        try:
+            assert isinstance(session.last_event, MLAgentsEvent)  # started and reset
+            spec = session.controller.behavior_specs[BEHAVIOR]
+            decision, _ = session.last_event.steps()
+            actions = spec.action_spec.random(len(decision), np.random.default_rng(0))
+            event = session.step({BEHAVIOR: {"continuous": actions.continuous, "discrete": actions.discrete}})
+            assert event.frames()["CameraSensor"].shape == (2, 32, 32, 3)
+            assert session.info()["steps"] == 1 and session.info()["pid"]
+            pid = session.info()["pid"]
+            event = session.reset(None, light_intensity=0.3)
+            assert len(event.steps()[0]) == 2 and not len(event.steps()[1])
+        finally:
+            session.stop()
+        assert not backend.sessions()
+    with pytest.raises(ProcessLookupError):
+        import os
+
+        os.kill(pid, 0)
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("mlservice")
+    config = tmp / "service.yaml"
+    config.write_text(yaml.safe_dump({"port": 0, "data_root": str(tmp / "data"), "tokens": {"ml": TOKEN},
+                                      "limits": {"pixels": 64 * 64}}))  # fmt: skip
+    log = tmp / "serve.log"
+    process = ManagedProcess([sys.executable, "-m", "unirender.cli", "serve", "--config", str(config)],
+                             log_path=str(log), name="unirender-serve")  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        url = None
+        while url is None and time.monotonic() < deadline and process.alive():
+            found = re.search(
+                r"unirender serving on (http://127\.0\.0\.1:\d+)", log.read_text(errors="replace")
+            )
+            url = found.group(1) if found else time.sleep(0.05)
+        assert url, log.read_text()
+        yield url
+    finally:
+        process.terminate(grace=10)
+
+
+def test_service_creates_and_steps_an_mlagents_session(service):
+    client = Client(service, token=TOKEN)
+    with client.mlagents_session(
+        {"executable": "builtin", **ENV}, record={"sensors": ["CameraSensor"]}
+    ) as session:
+        info = session.info()
+        assert info["environment"]["environment"]["protocol"] == "mlagents" and info["pid"]
+        actions = {BEHAVIOR: {"continuous": np.full((2, 2), 0.5, np.float32), "discrete": [[0], [2]]}}
+        doc = session.step(actions)
+        agents = doc["metadata"]["behaviors"][BEHAVIOR]["agents"]
+        assert [a["id"] for a in agents] == [0, 1] and agents[0]["decision"]
+        assert "observations" not in agents[0]  # only the camera is recorded
+        assert sorted(doc["frames"]) == ["CameraSensor.0", "CameraSensor.1"]
+        assert doc["frames"]["CameraSensor.0"].shape == (32, 32, 3)
+        assert doc["frames"]["CameraSensor.0"].dtype == np.uint8
+        assert doc["metadata"]["step"] == 1
+
+        # a bad action shape is a 422 naming the path, and the session goes on
+        for bad, path in (
+            ({BEHAVIOR: {"continuous": [[0.5, 0.5]]}}, f"actions.{BEHAVIOR}.continuous"),
+            ({BEHAVIOR: {"continuous": [[0.5], [0.5]]}}, f"actions.{BEHAVIOR}.continuous.0"),
+            ({BEHAVIOR: {"discrete": [[3], [0]]}}, f"actions.{BEHAVIOR}.discrete.0.0"),
+            ({"Nope?team=0": {}}, "actions.Nope?team=0"),
+        ):
+            with pytest.raises(Exception) as info:
+                session.step(bad)
+            assert getattr(info.value, "status", None) == 422 and path in str(info.value), (
+                bad,
+                str(info.value),
+            )
+        resp = requests.post(f"{service}/v1/sessions/{session.id}/step", json={"actions": {BEHAVIOR: {
+            "continuous": [[True, 1]]}}}, headers={"Authorization": f"Bearer {TOKEN}"})  # fmt: skip
+        assert resp.status_code == 422
+        assert session.step({})["metadata"]["step"] == 2  # zeros for every agent
+
+        # JSON: frames on request only, a sensor name selects every agent's frame
+        url = f"{service}/v1/sessions/{session.id}/step"
+        headers = {"Authorization": f"Bearer {TOKEN}", "Accept": "application/json"}
+        resp = requests.post(url, json={}, headers=headers)
+        assert resp.status_code == 200 and resp.json()["frames"] == {}
+        resp = requests.post(url, json={}, headers=headers, params={"modalities": "CameraSensor"})
+        assert sorted(resp.json()["frames"]) == ["CameraSensor.0", "CameraSensor.1"]
+
+        doc = session.reset(light_intensity=0.2)
+        assert doc["metadata"]["behaviors"][BEHAVIOR]["agents"][0]["decision"]
+
+    # same auth and limits as AI2-THOR sessions
+    anonymous = requests.post(f"{service}/v1/sessions", json={"environment": {"protocol": "mlagents"}})
+    assert anonymous.status_code == 401
+    for environment, status, code in (
+        ({**ENV, "width": 128, "height": 128}, 422, "resolution_too_large"),
+        ({**ENV, "platform": "auto", "executable": "/bin/true"}, 403, "executable_not_allowed"),
+        ({**ENV, "time_scale": "fast"}, 422, "invalid_spec"),
+    ):
+        with pytest.raises(Exception) as info:
+            client.mlagents_session(environment)
+        assert (getattr(info.value, "status", None), getattr(info.value, "code", None)) == (status, code), (
+            str(info.value)
+        )
+    with pytest.raises(Exception) as info:
+        client.mlagents_session({"executable": "builtin", **ENV}, record={"sensors": ["CameraSenser"]})
+    assert getattr(info.value, "status", None) == 422 and "did you mean 'CameraSensor'" in str(info.value)
+    assert client.sessions() == []
+
+    spec = requests.get(f"{service}/openapi.json").json()
+    step_body = spec["paths"]["/v1/sessions/{session_id}/step"]["post"]["requestBody"]["content"]
+    refs = [s["$ref"] for s in step_body["application/json"]["schema"]["oneOf"]]
+    assert refs == ["#/components/schemas/Action", "#/components/schemas/MLAgentsStep"]
+    assert "BehaviorActions" in spec["components"]["schemas"]
+    client.close()
+
+
+def test_service_runs_an_mlagents_job(service):
+    client = Client(service, token=TOKEN)
+    job = client.submit_job({
+        "name": "served", "environment": {"protocol": "mlagents", **ENV},
+        "episodes": [{"steps": 3, "policy": "zeros"}], "output": {"directory": "ml-job", "frames_per_shard": 2},
+    })  # fmt: skip
+    status = job.wait(timeout=120)
+    assert status["state"] == "succeeded", status
+    manifest = job.manifest()
+    assert manifest["protocol"] == "mlagents" and manifest["counts"]["frames"] == 4
+    with pytest.raises(Exception) as info:
+        client.submit_job(
+            {"environment": {"protocol": "mlagents", **ENV}, "episodes": [{"steps": 3, "polcy": 1}]}
+        )
+    assert getattr(info.value, "status", None) == 422 and "episodes.0.polcy" in str(info.value)
+    client.close()
+
+
+def test_console_lists_an_mlagents_session(tmp_path):
+    from werkzeug.test import Client as WsgiClient
+
+    from unirender.service import create_app
+    from unirender.service.config import ANONYMOUS, ServiceConfig
+
+    app = create_app(ServiceConfig(data_root=tmp_path, port=0))
+    try:
+        resp = WsgiClient(app).post("/v1/sessions", json={"environment": {"protocol": "mlagents", **ENV}})
+        assert resp.status_code == 201, resp.get_data(as_text=True)
+        (doc,) = app.console._status_doc(ANONYMOUS)["sessions"]
+        assert doc["width"] == 32 and doc["scene"] is None
+    finally:
+        app.shutdown(timeout=5)
+
+
+def test_action_policy_limits_agents_and_checks_branches(tmp_path):
+    from unirender.protocol.mlagents.steps import ActionSpec, BehaviorSpec
+    from unirender.service.config import ServiceConfig
+    from unirender.service.errors import ApiError
+    from unirender.service.policy import ActionPolicy
+
+    policy = ActionPolicy(ServiceConfig(data_root=tmp_path, limits={"agents": 2}))
+    specs = {"B": BehaviorSpec([], ActionSpec(1, (2, 5)))}
+    policy.check_mlagents_actions(
+        {"B": {"continuous": [[0.1], [0.2]], "discrete": [[1, 4], [0, 0]]}}, specs, {"B": 2}
+    )
+    for actions, counts, code, path in (
+        ({"B": {}}, {"B": 3}, "too_many_agents", "actions.B"),
+        ({"B": {"discrete": [[1, 5], [0, 0]]}}, {"B": 2}, "invalid_action", "actions.B.discrete.0.1"),
+        ({"B": {"discrete": [[1], [0]]}}, {"B": 2}, "invalid_action_shape", "actions.B.discrete.0"),
+        ({"C": {}}, {"B": 2}, "unknown_behavior", "actions.C"),
+    ):
+        with pytest.raises(ApiError) as info:
+            policy.check_mlagents_actions(actions, specs, counts)
+        assert (info.value.status, info.value.code, info.value.details["path"]) == (422, code, path)
