@@ -36,6 +36,16 @@ NPY = "application/x-npy"
 PNG = "image/png"
 
 
+class PackedMsgpack:
+    """A value already encoded as msgpack (e.g. a player's metadata as it came, ``Event.metadata_msgpack()``):
+    a msgpack response carries its bytes as they are."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes | memoryview):
+        self.data = data
+
+
 class WireError(ValueError):
     """A body could not be decoded; the message says what was wrong."""
 
@@ -266,6 +276,8 @@ def _encode_msgpack(doc: dict) -> bytes:
                     chunks.append(_array_header(len(item)))
                     for event in item:
                         emit(event)
+                elif isinstance(item, PackedMsgpack):  # forwarded as it came: not decoded, not re-packed
+                    chunks.append(item.data)
                 else:
                     chunks.append(pack(item))
         else:
@@ -306,12 +318,21 @@ def _encode_multipart(doc: dict) -> tuple[str, list[bytes]]:
     return f'{MULTIPART}; boundary="{boundary}"', chunks
 
 
-def decode_document(content_type: str | None, body: bytes) -> dict:
-    """Inverse of :func:`encode_document`: frames come back as numpy arrays (read-only for msgpack)."""
+def decode_document(content_type: str | None, body: bytes, *, lazy_metadata: bool = False) -> dict:
+    """Inverse of :func:`encode_document`: frames come back as numpy arrays (read-only for msgpack).
+
+    ``lazy_metadata`` (msgpack only): each event's ``metadata`` is left undecoded, as a one-agent
+    :class:`~unirender.protocol.metadata.RawMetadata` document (``Event.from_frames`` takes it; decoded on first
+    access), so a caller that only wants frames never pays for the metadata."""
     mime, options = parse_options_header(content_type)
     if mime == MSGPACK:
         try:
-            doc = msgpack.unpackb(body, raw=False, strict_map_key=False)
+            if lazy_metadata:
+                doc = _unpack_lazy(body)
+            else:
+                doc = msgpack.unpackb(body, raw=False, strict_map_key=False)
+        except WireError:
+            raise
         except Exception as exc:
             raise WireError(f"malformed msgpack response: {exc}") from None
 
@@ -353,6 +374,47 @@ def decode_document(content_type: str | None, body: bytes) -> dict:
 
         return _map_frame_dicts(doc, load)
     raise WireError(f"unexpected response Content-Type {content_type!r}")
+
+
+def _unpack_lazy(body: bytes) -> dict:
+    """A msgpack response document with every event's ``metadata`` map kept as bytes (its extent found with
+    ``Unpacker.skip``, nothing built), wrapped as a one-agent document."""
+    from unirender.protocol.metadata import one_agent_document
+
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max(len(body), 1))
+    unpacker.feed(body)
+
+    def document() -> dict:
+        doc = {}
+        for _ in range(unpacker.read_map_header()):
+            key = unpacker.unpack()
+            if key == "metadata" and _is_map(body[unpacker.tell()]):
+                start = unpacker.tell()
+                unpacker.skip()
+                doc[key] = one_agent_document(memoryview(body)[start : unpacker.tell()])
+            elif key == "events" and _is_array(body[unpacker.tell()]):
+                events = []
+                for _ in range(unpacker.read_array_header()):
+                    events.append(document() if _is_map(body[unpacker.tell()]) else unpacker.unpack())
+                doc[key] = events
+            else:
+                doc[key] = unpacker.unpack()
+        return doc
+
+    if not body or not _is_map(body[0]):
+        raise WireError("the response document must be an object")
+    doc = document()
+    if unpacker.tell() != len(body):
+        raise WireError("malformed msgpack response: extra data after the document")
+    return doc
+
+
+def _is_map(first_byte: int) -> bool:
+    return first_byte & 0xF0 == 0x80 or first_byte in (0xDE, 0xDF)
+
+
+def _is_array(first_byte: int) -> bool:
+    return first_byte & 0xF0 == 0x90 or first_byte in (0xDC, 0xDD)
 
 
 def split_multipart(body: bytes, boundary: str) -> list[tuple[str, str, bytes]]:
