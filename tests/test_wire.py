@@ -118,6 +118,11 @@ def test_lazy_msgpack_documents_decode_metadata_on_first_read(frames, many, pack
         for name, array in frames.items():
             assert np.array_equal(event_doc["frames"][name], array, equal_nan=array.dtype.kind == "f")
     assert wire.decode_document(content_type, body)["events" if many else "metadata"]  # eager: still dicts
+    generic = wire._unpack_lazy_generic(body)  # the path for documents of any other shape: the same result
+    for got, other in zip(out["events"] if many else [out], generic["events"] if many else [generic], strict=True):
+        assert got["metadata"].decode() == other["metadata"].decode()
+        assert set(got["frames"]) == set(other["frames"])
+
 
 
 @pytest.mark.parametrize("body", [b"", b"\x92\x01\x02", b"\x81\xa8metadata\x81", b"\x80\x00", b"\xc1"])

@@ -1,7 +1,7 @@
 """The render service's HTTP body formats, both directions, as pure functions over bytes.
 
 Shared by the service (``unirender.service.app``) and the thin client (``unirender.client``); it imports neither,
-and nothing beyond numpy, msgpack and the standard library at import time (Pillow only for PNG frames), so a
+and nothing beyond numpy, msgpack, msgspec and the standard library at import time (Pillow only for PNG frames), so a
 client installed with the core dependencies alone can use it.
 
 A response *document* is a JSON-able dict in which frames appear as numpy arrays:
@@ -24,6 +24,7 @@ import secrets
 from collections.abc import Callable
 
 import msgpack
+import msgspec
 import numpy as np
 
 from unirender.protocol.multipart import parse_options_header
@@ -376,9 +377,56 @@ def decode_document(content_type: str | None, body: bytes, *, lazy_metadata: boo
     raise WireError(f"unexpected response Content-Type {content_type!r}")
 
 
+# The service's documents, top level and frame descriptions, decoded without building the metadata or copying
+# the frames: msgspec.Raw values and frame data as memoryviews into the response body (read-only, as an eager
+# decode's bytes are). A document of another shape takes the generic path below.
+_TOP_LEVEL = msgspec.msgpack.Decoder(dict[str, msgspec.Raw])
+_EVENT_LIST = msgspec.msgpack.Decoder(list[msgspec.Raw])
+
+
+class _RawFrame(msgspec.Struct):
+    """A msgpack frame description (:func:`_raw_frame`), its data left in the body."""
+
+    shape: list[int]
+    dtype: str
+    data: memoryview
+    flip: bool = False
+    stored_shape: list[int] | None = None
+
+
+_FRAME_DESCRIPTIONS = msgspec.msgpack.Decoder(dict[str, _RawFrame])
+
+
 def _unpack_lazy(body: bytes) -> dict:
-    """A msgpack response document with every event's ``metadata`` map kept as bytes (its extent found with
-    ``Unpacker.skip``, nothing built), wrapped as a one-agent document."""
+    """A msgpack response document with every event's ``metadata`` map kept as bytes, wrapped as a one-agent
+    document (decoded on first read)."""
+    try:
+        return _lazy_document(body)
+    except (msgspec.MsgspecError, ValueError, TypeError, IndexError):
+        return _unpack_lazy_generic(body)
+
+
+def _lazy_document(raw) -> dict:
+    from unirender.protocol.metadata import one_agent_document
+
+    doc = {}
+    for key, value in _TOP_LEVEL.decode(raw).items():
+        view = memoryview(value)
+        if key == "metadata" and _is_map(view[0]):
+            doc[key] = one_agent_document(view)
+        elif key == "frames" and _is_map(view[0]):
+            doc[key] = {name: {"shape": f.shape, "dtype": f.dtype, "data": f.data, "flip": f.flip,
+                               "stored_shape": f.stored_shape} for name, f in _FRAME_DESCRIPTIONS.decode(view).items()}
+        elif key == "events" and _is_array(view[0]):
+            doc[key] = [_lazy_document(event) if _is_map(memoryview(event)[0]) else
+                        msgpack.unpackb(event, raw=False, strict_map_key=False) for event in _EVENT_LIST.decode(view)]
+        else:
+            doc[key] = msgpack.unpackb(view, raw=False, strict_map_key=False)
+    return doc
+
+
+def _unpack_lazy_generic(body: bytes) -> dict:
+    """:func:`_unpack_lazy` for any document: each ``metadata`` map's extent found with ``Unpacker.skip``."""
     from unirender.protocol.metadata import one_agent_document
 
     unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max(len(body), 1))
