@@ -128,11 +128,12 @@ def unirender_runner(cfg: dict) -> None:
     from unirender import Controller
 
     os.environ.update(fake_settings(cfg["objects"]))
-    params = dict(cfg["params"])
+    params = cfg["params"]
+    options = dict(params)
     if cfg.get("hub"):  # the private waitress PlayerHub instead of the fast path (only this tree knows the switch)
-        params["wsgi_fast_path"] = False
+        options["wsgi_fast_path"] = False
     with Controller(cfg["exe"], width=cfg["width"], height=cfg["height"], server=cfg["server"],
-                    platform="CloudRendering", log_dir=cfg["log_dir"], **params) as c:  # fmt: skip
+                    platform="CloudRendering", log_dir=cfg["log_dir"], **options) as c:  # fmt: skip
         transport = c.transport
         inside = [0.0]
         send, receive = transport.send, transport.receive
