@@ -384,6 +384,8 @@ def write_report(path: Path, lat: dict[str, list[dict]], tput: list[dict], args,
     if rich:
         lines += realistic_report(rich, args.steps)
     text = "\n".join(lines)
+    if path.exists() and "\n## Notes" in path.read_text():  # the hand-written reading is kept
+        text += "\n## Notes" + path.read_text().split("\n## Notes", 1)[1]
     path.write_text(text)
     return text
 

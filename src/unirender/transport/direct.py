@@ -199,7 +199,13 @@ class DirectWsgiTransport(Transport):
 
     # -- serving ------------------------------------------------------------------------------------------
     def _watch_pidfd(self) -> None:
-        if self._pidfd is not None and self._watched_pidfd != self._pidfd:
+        if self._watched_pidfd is not None and self._watched_pidfd != self._pidfd:
+            try:  # attach() replaced (and closed) the pidfd watched so far; its number may come back
+                self._selector.unregister(self._watched_pidfd)
+            except (KeyError, ValueError):
+                pass
+            self._watched_pidfd = None
+        if self._pidfd is not None and self._watched_pidfd is None:
             self._selector.register(self._pidfd, selectors.EVENT_READ, "exit")
             self._watched_pidfd = self._pidfd
 
