@@ -165,6 +165,19 @@ def test_garbage_form_is_400_and_reported_to_the_channel(wsgi):
         unity.close()
 
 
+def test_post_without_content_length_is_411_and_reported_before_the_player_is_in(wsgi):
+    client = UnitySocket(wsgi.address)
+    receiving = Receiving(wsgi)
+    try:
+        client.sock.sendall(b"POST /train HTTP/1.1\r\nContent-Type: text/plain\r\n\r\n")
+        head, body = client.read_response()
+        assert head.startswith(b"HTTP/1.1 411") and json.loads(body)["error"]["code"] == "length_required"
+        assert "Content-Length" in str(receiving.join().error)
+    finally:
+        client.close()
+    assert counters(wsgi).bad_requests == 1
+
+
 def test_ping_unknown_route_wrong_method(wsgi):
     client = UnitySocket(wsgi.address)
     receiving = Receiving(wsgi, timeout=2)  # nothing arrives for it: it ends with a timeout
