@@ -347,8 +347,7 @@ def test_each_response_leaves_in_one_send(hub_wsgi, monkeypatch):
         assert head.startswith(b"HTTP/1.1 200 OK") and json.loads(body)["action"] == "MoveAhead"
 
 
-def test_frame_bodies_arrive_whole_in_recycled_buffers_over_many_steps(hub_wsgi):
-    wsgi = hub_wsgi
+def test_frame_bodies_arrive_whole_in_recycled_buffers_over_many_steps(wsgi):
     # bodies above hub._FRAME_BODY_MIN are received straight into a buffer of their own (recv_into); sizes change
     # between steps (new buffers, remembered part sizes go stale) and every byte must still land where it belongs
     import numpy as np

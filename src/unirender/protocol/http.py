@@ -81,9 +81,11 @@ class _BodyFiller:
     sender), else grown (doubling) as bytes arrive. Filled by copying (:meth:`fill`) or in place
     (:meth:`window` + :meth:`advance`, for ``recv_into``)."""
 
-    def __init__(self, length: int, reserve: bool = True):
+    def __init__(self, length: int, reserve: bool = True, buffer: bytearray | None = None):
         self.length = length
-        self.buffer = bytearray(length if reserve else min(length, _UNTRUSTED_BODY_FIRST))
+        if buffer is None:
+            buffer = bytearray(length if reserve else min(length, _UNTRUSTED_BODY_FIRST))
+        self.buffer = buffer
         self.filled = 0
 
     def _grow(self, need: int) -> None:
@@ -120,14 +122,17 @@ class RequestReader:
     mid-request; a close between requests is normal (Unity drops its socket on scene reset).
 
     ``trusted``: the peer has proven itself (a verified token), so a body's whole buffer is reserved from its
-    ``Content-Length`` at once; until then a body's buffer grows only as its bytes arrive.
+    ``Content-Length`` at once (from ``pool``, a :class:`~unirender.protocol.pool.BufferPool` of bytearrays, where
+    given: a frame body of last step's size reuses a buffer nothing references any more, no page faults); until
+    then a body's buffer grows only as its bytes arrive.
     """
 
     def __init__(self, max_head: int = DEFAULT_MAX_REQUEST_HEAD, max_body: int = DEFAULT_MAX_REQUEST_BODY,
-                 trusted: bool = False):  # fmt: skip
+                 trusted: bool = False, pool=None):  # fmt: skip
         self.max_head = max_head
         self.max_body = max_body
         self.trusted = trusted
+        self.pool = pool
         self._head = bytearray()
         self._pending: HttpRequest | None = None
         self._body: _BodyFiller | None = None
@@ -170,7 +175,8 @@ class RequestReader:
                 requests.append(request)
             else:
                 self._pending = request
-                self._body = _BodyFiller(length, reserve=self.trusted)
+                pooled = self.pool.take(length) if self.trusted and self.pool is not None else None
+                self._body = _BodyFiller(length, reserve=self.trusted, buffer=pooled)
         return requests
 
     @property

@@ -32,6 +32,7 @@ from unirender.protocol import Payload, ProtocolError
 from unirender.protocol.errors import FrameTooLargeError, HttpFramingError, LengthRequiredError
 from unirender.protocol.http import HttpRequest, RequestReader, build_response
 from unirender.protocol.multipart import form_payload_parts, parse_form
+from unirender.protocol.pool import BufferPool
 from unirender.protocol.state import encode_json_action
 from unirender.transport.base import WATCH_PERIOD_S, Transport, deadline_after
 from unirender.transport.hub import (
@@ -56,6 +57,7 @@ _HEAD_RECV = 64 * 1024
 # An action is a few hundred bytes and the player's socket buffer takes it whole; a player that stops reading
 # anyway must not block the controller forever.
 _SEND_TIMEOUT_S = 30.0
+_BODY_POOL = 4
 _PING = build_response(b"pong", "200 OK", "text/plain")
 _RELEASE = b"{}"  # the action-less body answering a request pending at stop(), as 5.0.0's stop() sends
 
@@ -65,9 +67,9 @@ class _Connection:
 
     __slots__ = ("sock", "reader", "verified", "last_activity", "head_started")
 
-    def __init__(self, sock: socket.socket, now: float):
+    def __init__(self, sock: socket.socket, now: float, pool: BufferPool):
         self.sock = sock
-        self.reader = RequestReader()
+        self.reader = RequestReader(pool=pool)  # the pool serves its bodies once it is trusted
         self.verified = False  # a request on it carried this player's token
         self.last_activity = now
         self.head_started: float | None = None  # when a request head that is not yet complete began
@@ -101,6 +103,9 @@ class DirectWsgiTransport(Transport):
         self._pending: _Connection | None = None  # the connection whose request our next send() answers
         self._backlog: collections.deque[tuple[_Connection, HttpRequest]] = collections.deque()
         self._watched_pidfd: int | None = None
+        # The player's frame bodies, recycled once no event holds them (as the hub's; the last event usually
+        # still holds one, a Reset's new connection may hold another).
+        self._pool = BufferPool(_BODY_POOL, bytearray)
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -223,7 +228,7 @@ class DirectWsgiTransport(Transport):
         sock.setblocking(True)
         sock.settimeout(_SEND_TIMEOUT_S)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        connection = _Connection(sock, time.monotonic())
+        connection = _Connection(sock, time.monotonic(), self._pool)
         self._connections[sock] = connection
         self._selector.register(sock, selectors.EVENT_READ, connection)
 
