@@ -9,7 +9,8 @@ FifoServer/WsgiServer, all fed by the same fake player answering at once.
 * Every contender is measured twice, as two kinds of caller: **frames** = ``step()`` and the enabled frames read
   (``event.frame``, ``depth_frame``, ``instance_segmentation_frame``), metadata untouched; **keys** = the same plus
   every metadata key read (every agent key and every key of every object).
-* unirender: ``Controller(fake player).step("MoveAhead")`` in a child process. **eager** is the same tree as it was
+* unirender: ``Controller(fake player).step("MoveAhead")`` in a child process (WSGI: the private fast path,
+  ``transport.direct``; **hub** is the same on a private waitress ``PlayerHub``, frames only). **eager** is the same tree as it was
   before lazy metadata (``git archive`` of the parent of the commit that added ``protocol/metadata.py``, or
   ``--eager-ref``), run the same way: today's eager path, for the "no slower with every key read" check.
 * AI2-THOR 5.0.0: its ``FifoServer``/``WsgiServer`` ``send`` + ``receive`` in a separate venv
@@ -128,8 +129,11 @@ def unirender_runner(cfg: dict) -> None:
 
     os.environ.update(fake_settings(cfg["objects"]))
     params = cfg["params"]
+    options = dict(params)
+    if cfg.get("hub"):  # the private waitress PlayerHub instead of the fast path (only this tree knows the switch)
+        options["wsgi_fast_path"] = False
     with Controller(cfg["exe"], width=cfg["width"], height=cfg["height"], server=cfg["server"],
-                    platform="CloudRendering", log_dir=cfg["log_dir"], **params) as c:  # fmt: skip
+                    platform="CloudRendering", log_dir=cfg["log_dir"], **options) as c:  # fmt: skip
         transport = c.transport
         inside = [0.0]
         send, receive = transport.send, transport.receive
@@ -168,10 +172,10 @@ def unirender_runner(cfg: dict) -> None:
 
 
 def bench_unirender(src: Path, exe: str, server: str, width: int, height: int, params: dict, caller: str,
-                    args, log_dir: str) -> dict:  # fmt: skip
+                    args, log_dir: str, hub: bool = False) -> dict:  # fmt: skip
     warmup, steps = steps_for(width, args.quick)
     cfg = {"exe": exe, "server": server, "width": width, "height": height, "params": params, "caller": caller,
-           "objects": args.objects, "warmup": warmup, "steps": steps, "log_dir": log_dir}  # fmt: skip
+           "objects": args.objects, "warmup": warmup, "steps": steps, "log_dir": log_dir, "hub": hub}  # fmt: skip
     env = dict(os.environ, PYTHONPATH=str(src))
     out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--unirender-runner", json.dumps(cfg)],
                          capture_output=True, text=True, timeout=600, env=env)  # fmt: skip
@@ -507,6 +511,9 @@ def run(args) -> str:
                         for tree, src in trees.items():
                             add(f"{tree} {caller}", bench_unirender(src, exe, server, width, height, params, caller,
                                                                     args, tmp))  # fmt: skip
+                        if server == "wsgi" and caller == "frames":
+                            add("hub frames", bench_unirender(ROOT / "src", exe, server, width, height, params,
+                                                              caller, args, tmp, hub=True))  # fmt: skip
                         if ai2thor_python:
                             add(f"ai2thor {caller}", bench_ai2thor(ai2thor_python, exe, server, width, height,
                                                                    params, caller, args, tmp))  # fmt: skip
@@ -538,6 +545,8 @@ def format_row(row) -> str:
     for caller in CALLERS:
         text += (f"  [{caller}] lazy {median(result, f'lazy {caller}')} eager {median(result, f'eager {caller}')}"
                  f" ai2thor {median(result, f'ai2thor {caller}')}")  # fmt: skip
+    if "hub frames" in result:
+        text += f"  [frames] lazy on the waitress hub {median(result, 'hub frames')}"
     text += f"  null {median(result, 'null')} null+player {median(result, 'null+player')}"
     if "bare waitress" in result:
         text += f" bare waitress {median(result, 'bare waitress')}"
@@ -562,11 +571,13 @@ def report(rows, args, eager_commit: str) -> str:
         "metadata (decodes every step's metadata); **AI2-THOR 5.0.0** = its own servers and Event; **null** = the",
         "same bytes over a pipe / TCP socket, nothing parsed; **null+player** = the same with the fake player's own",
         "per-step work; **bare waitress** = the same bytes POSTed to a waitress app tuned as the hub is; **ctl** =",
-        "unirender's controller overhead (step time minus time inside `transport.send`/`receive`), lazy, frames.",
+        "unirender's controller overhead (step time minus time inside `transport.send`/`receive`), lazy, frames;",
+        "**hub** = lazy, frames, WSGI served on a private waitress `PlayerHub` instead of the fast path",
+        "(`Controller(wsgi_fast_path=False)`; lazy WSGI uses the fast path, `transport.direct`).",
         "",
         "| payload | transport | bytes/step | caller | lazy median / p90 ms | eager median ms | AI2-THOR 5.0.0 median"
-        " / p90 ms | AI2-THOR / lazy | lazy / eager | null / null+player / bare waitress ms | ctl ms |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        " / p90 ms | AI2-THOR / lazy | lazy / eager | null / null+player / bare waitress ms | ctl ms | hub ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for label, server, nbytes, result in rows:
         floors = " / ".join(median(result, n) for n in ("null", "null+player", "bare waitress"))
@@ -578,6 +589,7 @@ def report(rows, args, eager_commit: str) -> str:
                 f"{result[lazy]['p90_ms']:.2f} | {median(result, eager)} | {ai2} | {ratio(result, theirs, lazy)} | "
                 f"{ratio(result, lazy, eager)} | {floors} | "
                 + (f"{result[lazy]['controller_overhead_ms']:.3f} |" if caller == "frames" else "- |")
+                + (f" {median(result, 'hub frames')} |" if caller == "frames" else " - |")
             )
     lines += [
         "",

@@ -33,7 +33,8 @@ def _clean(no_leaks):  # noqa: F811
 
 @pytest.fixture
 def make(fake_player_exe, tmp_path, monkeypatch):  # noqa: F811
-    """``make(server, flavour=, legacy=, misbehave=, once=, **controller_kwargs)`` -> started Controller."""
+    """``make(server, flavour=, legacy=, misbehave=, once=, **controller_kwargs)`` -> started Controller.
+    ``server="wsgi-hub"``: WSGI on a private waitress PlayerHub instead of the fast path (``wsgi``)."""
     started: list[Controller] = []
 
     def factory(server="fifo", *, flavour="Linux64", legacy=False, misbehave="", once=None, **kwargs):
@@ -47,6 +48,8 @@ def make(fake_player_exe, tmp_path, monkeypatch):  # noqa: F811
         kwargs.setdefault("platform", "CloudRendering")
         kwargs.setdefault("server_start_timeout", 60)
         kwargs.setdefault("server_timeout", 30)
+        if server == "wsgi-hub":
+            server, kwargs["wsgi_fast_path"] = "wsgi", False
         controller = Controller(fake_player_exe, server=server, log_dir=tmp_path, **kwargs)
         started.append(controller)
         return controller
@@ -301,7 +304,8 @@ def test_action_errors(make, server):
 
 
 # -- failures ---------------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("server,kind", [("fifo", "segv"), ("wsgi", "segv"), ("fifo", "exit"), ("wsgi", "exit")])
+@pytest.mark.parametrize("server,kind", [("fifo", "segv"), ("wsgi", "segv"), ("wsgi-hub", "segv"), ("fifo", "exit"),
+                                         ("wsgi", "exit"), ("wsgi-hub", "exit")])  # fmt: skip
 def test_crash_is_reported_at_once_with_exit_status_last_action_and_log(make, server, kind):
     c = make(server, misbehave=f"{kind}@3", max_restarts=0, server_timeout=30)  # action 1 is ChangeQuality
     c.step("MoveAhead")
@@ -367,16 +371,16 @@ def test_restart_then_continue_when_the_crash_does_not_repeat(make):
         assert c.step("MoveAhead")
 
 
-@pytest.mark.parametrize("server", ["fifo", "wsgi"])
+@pytest.mark.parametrize("server", ["fifo", "wsgi", "wsgi-hub"])
 def test_never_connecting_player_times_out_naming_executable_transport_and_log(make, server, fake_player_exe):  # noqa: F811
     with pytest.raises(PlayerTimeoutError) as info:
         make(server, misbehave="never-connect", server_start_timeout=2.0)
     message = str(info.value)
-    assert fake_player_exe in message and server.upper() in message and "did not connect" in message
+    assert fake_player_exe in message and server.split("-")[0].upper() in message and "did not connect" in message
     assert "never connecting" in info.value.log_tail
 
 
-@pytest.mark.parametrize("server", ["fifo", "wsgi"])
+@pytest.mark.parametrize("server", ["fifo", "wsgi", "wsgi-hub"])
 def test_hung_player_times_out_after_server_timeout(make, server):
     c = make(server, misbehave="hang@3")
     c.step("Pass")
@@ -386,7 +390,8 @@ def test_hung_player_times_out_after_server_timeout(make, server):
     assert c.process.poll() is not None  # stopped and reaped
 
 
-@pytest.mark.parametrize("server,error", [("fifo", UnknownFieldTypeError), ("wsgi", MultipartError)])
+@pytest.mark.parametrize("server,error", [("fifo", UnknownFieldTypeError), ("wsgi", MultipartError),
+                                          ("wsgi-hub", MultipartError)])  # fmt: skip
 def test_garbage_on_the_wire_is_a_protocol_error(make, server, error):
     c = make(server, misbehave="garbage@3")
     c.step("Pass")
@@ -396,9 +401,10 @@ def test_garbage_on_the_wire_is_a_protocol_error(make, server, error):
     assert any(c.log_path in note for note in info.value.__notes__)
 
 
-def test_wrong_token_player_is_rejected(make):
+@pytest.mark.parametrize("server", ["wsgi", "wsgi-hub"])
+def test_wrong_token_player_is_rejected(make, server):
     with pytest.raises(PlayerError, match="wrong client token"):
-        make("wsgi", misbehave="wrong-token")
+        make(server, misbehave="wrong-token")
 
 
 def test_two_controllers_share_one_player_hub(make):

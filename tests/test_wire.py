@@ -91,3 +91,41 @@ def test_service_wire_is_the_shared_module():
 
     assert service_wire.decode_document is wire.decode_document
     assert service_wire.WireError is wire.WireError
+
+
+@settings(max_examples=40, deadline=None)
+@given(frames=st.dictionaries(st.sampled_from(["frame", "depth_frame"]), frame(), max_size=2),
+       many=st.booleans(), packed=st.booleans())
+def test_lazy_msgpack_documents_decode_metadata_on_first_read(frames, many, packed):
+    """The client's path: each event's metadata stays bytes until read; forwarded (``PackedMsgpack``) or packed
+    here, it reads back the same."""
+    import msgpack
+
+    from unirender.protocol.event import Event
+    from unirender.protocol.metadata import RawMetadata
+
+    meta = {"lastActionSuccess": True, "screenWidth": 7, "screenHeight": 5, "agent": {"position": {"x": 1.5}}, "objects": [{"a": 1}],
+            "frames": "metadata keys are not frames"}
+    doc = {"metadata": wire.PackedMsgpack(msgpack.packb(meta)) if packed else meta, "frames": frames}
+    content_type, body = wire.encode_document({"events": [doc, doc]} if many else doc, wire.MSGPACK)
+    out = wire.decode_document(content_type, body, lazy_metadata=True)
+    for event_doc in out["events"] if many else [out]:
+        document = event_doc["metadata"]
+        assert isinstance(document, RawMetadata) and not document.decoded
+        event = Event.from_frames(document, event_doc["frames"])
+        assert event.screen_width == 7 and event and not document.decoded  # step keys without a decode
+        assert event.metadata == meta and document.decoded
+        for name, array in frames.items():
+            assert np.array_equal(event_doc["frames"][name], array, equal_nan=array.dtype.kind == "f")
+    assert wire.decode_document(content_type, body)["events" if many else "metadata"]  # eager: still dicts
+    generic = wire._unpack_lazy_generic(body)  # the path for documents of any other shape: the same result
+    for got, other in zip(out["events"] if many else [out], generic["events"] if many else [generic], strict=True):
+        assert got["metadata"].decode() == other["metadata"].decode()
+        assert set(got["frames"]) == set(other["frames"])
+
+
+
+@pytest.mark.parametrize("body", [b"", b"\x92\x01\x02", b"\x81\xa8metadata\x81", b"\x80\x00", b"\xc1"])
+def test_bad_lazy_msgpack_bodies_raise_wire_error(body):
+    with pytest.raises(wire.WireError):
+        wire.decode_document(wire.MSGPACK, body, lazy_metadata=True)

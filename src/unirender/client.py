@@ -208,7 +208,8 @@ class Client:
     def _document(self, method: str, path: str, body: Any, params: Mapping | None = None) -> tuple[dict, dict]:
         """(decoded document, Server-Timing as {name: ms})."""
         resp = self.request(method, path, body, accept=self.accept, params=params)
-        return wire.decode_document(resp.headers.get("Content-Type"), resp.content), _server_timing(resp)
+        doc = wire.decode_document(resp.headers.get("Content-Type"), resp.content, lazy_metadata=True)
+        return doc, _server_timing(resp)
 
     def close(self) -> None:
         with self._lock:

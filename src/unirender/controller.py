@@ -72,6 +72,7 @@ class Controller:
         start_unity: bool = True,
         host: str = "127.0.0.1",
         port: int | None = None,
+        wsgi_fast_path: bool = True,
         **initialize_params,
     ):
         if quality not in QUALITY_SETTINGS:
@@ -105,6 +106,9 @@ class Controller:
         self.server_timeout, self.server_start_timeout = server_timeout, server_start_timeout
         self.max_restarts = max_restarts
         self.player_hub = player_hub
+        # A private WSGI player (no shared hub) is served from this controller's thread (transport.direct);
+        # False serves it on a private waitress PlayerHub instead (same wire behaviour, one thread hand-off more).
+        self.wsgi_fast_path = bool(wsgi_fast_path)
         self.initialization_parameters = dict(initialize_params)
         self.camera_near_plane, self.camera_far_plane = 0.1, 20.0
         self.last_event = None
@@ -234,7 +238,8 @@ class Controller:
         # A player we do not launch was given no token (it sends an empty one); an action the player does not
         # read is a hang too, so it is bounded like an answer.
         self.transport = make_transport(self.server, hub=self.player_hub, host=self.host, port=self.port,
-                                        accept_any_token=not self.start_unity, send_timeout=self.server_timeout)
+                                        accept_any_token=not self.start_unity, send_timeout=self.server_timeout,
+                                        direct=self.wsgi_fast_path)
         if not self.start_unity:
             self.transport.start()
             self._set_event(self.transport.receive(self.server_start_timeout))

@@ -1,7 +1,7 @@
 """The render service's HTTP body formats, both directions, as pure functions over bytes.
 
 Shared by the service (``unirender.service.app``) and the thin client (``unirender.client``); it imports neither,
-and nothing beyond numpy, msgpack and the standard library at import time (Pillow only for PNG frames), so a
+and nothing beyond numpy, msgpack, msgspec and the standard library at import time (Pillow only for PNG frames), so a
 client installed with the core dependencies alone can use it.
 
 A response *document* is a JSON-able dict in which frames appear as numpy arrays:
@@ -24,6 +24,7 @@ import secrets
 from collections.abc import Callable
 
 import msgpack
+import msgspec
 import numpy as np
 
 from unirender.protocol.multipart import parse_options_header
@@ -34,6 +35,16 @@ MULTIPART = "multipart/mixed"
 FORMATS = (JSON, MSGPACK, MULTIPART)
 NPY = "application/x-npy"
 PNG = "image/png"
+
+
+class PackedMsgpack:
+    """A value already encoded as msgpack (e.g. a player's metadata as it came, ``Event.metadata_msgpack()``):
+    a msgpack response carries its bytes as they are."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes | memoryview):
+        self.data = data
 
 
 class WireError(ValueError):
@@ -266,6 +277,8 @@ def _encode_msgpack(doc: dict) -> bytes:
                     chunks.append(_array_header(len(item)))
                     for event in item:
                         emit(event)
+                elif isinstance(item, PackedMsgpack):  # forwarded as it came: not decoded, not re-packed
+                    chunks.append(item.data)
                 else:
                     chunks.append(pack(item))
         else:
@@ -306,12 +319,21 @@ def _encode_multipart(doc: dict) -> tuple[str, list[bytes]]:
     return f'{MULTIPART}; boundary="{boundary}"', chunks
 
 
-def decode_document(content_type: str | None, body: bytes) -> dict:
-    """Inverse of :func:`encode_document`: frames come back as numpy arrays (read-only for msgpack)."""
+def decode_document(content_type: str | None, body: bytes, *, lazy_metadata: bool = False) -> dict:
+    """Inverse of :func:`encode_document`: frames come back as numpy arrays (read-only for msgpack).
+
+    ``lazy_metadata`` (msgpack only): each event's ``metadata`` is left undecoded, as a one-agent
+    :class:`~unirender.protocol.metadata.RawMetadata` document (``Event.from_frames`` takes it; decoded on first
+    access), so a caller that only wants frames never pays for the metadata."""
     mime, options = parse_options_header(content_type)
     if mime == MSGPACK:
         try:
-            doc = msgpack.unpackb(body, raw=False, strict_map_key=False)
+            if lazy_metadata:
+                doc = _unpack_lazy(body)
+            else:
+                doc = msgpack.unpackb(body, raw=False, strict_map_key=False)
+        except WireError:
+            raise
         except Exception as exc:
             raise WireError(f"malformed msgpack response: {exc}") from None
 
@@ -353,6 +375,94 @@ def decode_document(content_type: str | None, body: bytes) -> dict:
 
         return _map_frame_dicts(doc, load)
     raise WireError(f"unexpected response Content-Type {content_type!r}")
+
+
+# The service's documents, top level and frame descriptions, decoded without building the metadata or copying
+# the frames: msgspec.Raw values and frame data as memoryviews into the response body (read-only, as an eager
+# decode's bytes are). A document of another shape takes the generic path below.
+_TOP_LEVEL = msgspec.msgpack.Decoder(dict[str, msgspec.Raw])
+_EVENT_LIST = msgspec.msgpack.Decoder(list[msgspec.Raw])
+
+
+class _RawFrame(msgspec.Struct):
+    """A msgpack frame description (:func:`_raw_frame`), its data left in the body."""
+
+    shape: list[int]
+    dtype: str
+    data: memoryview
+    flip: bool = False
+    stored_shape: list[int] | None = None
+
+
+_FRAME_DESCRIPTIONS = msgspec.msgpack.Decoder(dict[str, _RawFrame])
+
+
+def _unpack_lazy(body: bytes) -> dict:
+    """A msgpack response document with every event's ``metadata`` map kept as bytes, wrapped as a one-agent
+    document (decoded on first read)."""
+    try:
+        return _lazy_document(body)
+    except (msgspec.MsgspecError, ValueError, TypeError, IndexError):
+        return _unpack_lazy_generic(body)
+
+
+def _lazy_document(raw) -> dict:
+    from unirender.protocol.metadata import one_agent_document
+
+    doc = {}
+    for key, value in _TOP_LEVEL.decode(raw).items():
+        view = memoryview(value)
+        if key == "metadata" and _is_map(view[0]):
+            doc[key] = one_agent_document(view)
+        elif key == "frames" and _is_map(view[0]):
+            doc[key] = {name: {"shape": f.shape, "dtype": f.dtype, "data": f.data, "flip": f.flip,
+                               "stored_shape": f.stored_shape} for name, f in _FRAME_DESCRIPTIONS.decode(view).items()}
+        elif key == "events" and _is_array(view[0]):
+            doc[key] = [_lazy_document(event) if _is_map(memoryview(event)[0]) else
+                        msgpack.unpackb(event, raw=False, strict_map_key=False) for event in _EVENT_LIST.decode(view)]
+        else:
+            doc[key] = msgpack.unpackb(view, raw=False, strict_map_key=False)
+    return doc
+
+
+def _unpack_lazy_generic(body: bytes) -> dict:
+    """:func:`_unpack_lazy` for any document: each ``metadata`` map's extent found with ``Unpacker.skip``."""
+    from unirender.protocol.metadata import one_agent_document
+
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max(len(body), 1))
+    unpacker.feed(body)
+
+    def document() -> dict:
+        doc = {}
+        for _ in range(unpacker.read_map_header()):
+            key = unpacker.unpack()
+            if key == "metadata" and _is_map(body[unpacker.tell()]):
+                start = unpacker.tell()
+                unpacker.skip()
+                doc[key] = one_agent_document(memoryview(body)[start : unpacker.tell()])
+            elif key == "events" and _is_array(body[unpacker.tell()]):
+                events = []
+                for _ in range(unpacker.read_array_header()):
+                    events.append(document() if _is_map(body[unpacker.tell()]) else unpacker.unpack())
+                doc[key] = events
+            else:
+                doc[key] = unpacker.unpack()
+        return doc
+
+    if not body or not _is_map(body[0]):
+        raise WireError("the response document must be an object")
+    doc = document()
+    if unpacker.tell() != len(body):
+        raise WireError("malformed msgpack response: extra data after the document")
+    return doc
+
+
+def _is_map(first_byte: int) -> bool:
+    return first_byte & 0xF0 == 0x80 or first_byte in (0xDE, 0xDF)
+
+
+def _is_array(first_byte: int) -> bool:
+    return first_byte & 0xF0 == 0x90 or first_byte in (0xDC, 0xDD)
 
 
 def split_multipart(body: bytes, boundary: str) -> list[tuple[str, str, bytes]]:

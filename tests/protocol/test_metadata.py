@@ -18,9 +18,12 @@ from unirender.protocol.metadata import (
     JSON,
     MSGPACK,
     TOP_STEP_KEYS,
+    DecodedMetadata,
     PatchedMetadata,
     RawMetadata,
+    agent_msgpack,
     loads_json,
+    one_agent_document,
     scan_step_fields,
     step_fields_of,
 )
@@ -488,3 +491,52 @@ def test_a_caller_that_reads_metadata_gets_it_decoded_on_arrival():
     protocol.prepare_action({"action": "MoveAhead"})
     fourth = fifo_payload(document(agent_meta(), sequence_id=3), {}, protocol)
     assert not fourth.document.decoded
+
+
+# -- forwarding one agent's metadata as it came --------------------------------------------------------------------
+def _full_agents(raw, fmt):
+    try:
+        return RawMetadata(raw, fmt).decode()["agents"]
+    except (MetadataError, KeyError, TypeError):
+        return None
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=documents(), fmt=st.sampled_from([MSGPACK, JSON]), agent=st.integers(0, 3))
+def test_forwarded_agent_bytes_decode_as_the_full_document(doc, fmt, agent):
+    """What the service forwards (``agent_msgpack``) is, decoded, exactly the full decode's ``agents[agent]``;
+    where it cannot say so it forwards nothing (None) and the caller packs the decoded dict."""
+    raw = encode_document(doc, fmt)
+    forwarded = agent_msgpack(RawMetadata(raw, fmt), agent)
+    agents = _full_agents(raw, fmt)
+    if forwarded is None:
+        return
+    assert isinstance(agents, list) and agent < len(agents)
+    assert msgpack.unpackb(forwarded, raw=False, strict_map_key=False) == agents[agent]
+    assert one_agent_document(forwarded).decode() == {"agents": [agents[agent]]}
+
+
+def test_forwarding_needs_no_decode():
+    from unirender.protocol.metadata import agent_msgpack
+
+    meta = document(agent_meta(), agent_meta(lastActionSuccess=False), sequence_id=3)
+    raw = RawMetadata(msgpack.packb(meta), MSGPACK)
+    data = agent_msgpack(raw, 1)
+    assert isinstance(data, memoryview) and data.obj is not None and not raw.decoded  # a slice, nothing decoded
+    assert msgpack.unpackb(data) == meta["agents"][1]
+    text = RawMetadata(json.dumps(meta), JSON)
+    assert msgpack.unpackb(agent_msgpack(text, 0)) == meta["agents"][0] and not text.decoded
+    assert agent_msgpack(DecodedMetadata(meta), 0) is None  # no raw form: the caller packs the dict
+    assert agent_msgpack(RawMetadata(msgpack.packb(meta) + b"\x00", MSGPACK), 0) is None  # trailing byte
+
+
+@pytest.mark.parametrize("make_payload", [fifo_payload, wsgi_payload], ids=["fifo", "wsgi"])
+def test_event_metadata_msgpack_is_the_agent_as_received_until_metadata_is_touched(make_payload):
+    meta = document(agent_meta(), agent_meta(lastActionSuccess=False), sequence_id=0)
+    payload = make_payload(meta, {})
+    event = build_event(payload)  # a MultiAgentEvent: its active agent's event
+    data = event.metadata_msgpack()
+    assert msgpack.unpackb(data, strict_map_key=False) == meta["agents"][0]
+    assert not payload.document.decoded  # FIFO: a slice of the frame; WSGI: that agent converted alone
+    event.metadata["lastAction"] = "changed by the caller"
+    assert event.metadata_msgpack() is None  # the dict may differ from the bytes now: pack the dict

@@ -120,6 +120,25 @@ def test_wsgi_session_serves_its_player_on_the_service_port(alice, local):
             assert_same_event(session.step(action), local.step(action))
 
 
+@pytest.mark.parametrize("transport", ["fifo", "wsgi"])
+def test_msgpack_clients_get_the_players_metadata_forwarded_and_decode_it_lazily(alice, transport):
+    """The service forwards the player's metadata (FIFO: its msgpack bytes; WSGI: its JSON converted once) and
+    the client decodes it on first read: frames and step keys cost no metadata decode, every key is still there."""
+    from unirender.protocol.metadata import RawMetadata
+
+    with alice.session({"width": W, "height": H, "transport": transport}, render={"modalities": MODALITIES},
+                       scene="FloorPlan1") as session:
+        event = session.step("RotateRight")
+        document = event.metadata_document
+        assert isinstance(document, RawMetadata) and not document.decoded
+        assert event.frame.shape == (H, W, 3) and event and event.screen_width == W
+        assert not document.decoded
+        resp = alice.request("POST", f"/v1/sessions/{session.id}/step", {"action": "Pass"}, accept="application/json")
+        eager = resp.json()["metadata"]  # the service's own JSON encoding of the decoded dict
+        lazy = session.step("Pass").metadata
+        assert set(lazy) == set(eager) and lazy["agent"] == eager["agent"] and lazy["objects"] == eager["objects"]
+
+
 def test_player_and_client_tokens_do_not_cross(service, alice):
     """The token a WSGI player got (read from its own environment) opens nothing on /v1; a client token
     posted to /train as a player would is refused."""

@@ -42,6 +42,10 @@ class HttpFramingError(ProtocolError):
     """An HTTP request or response is not framed the way Unity and we agree on (spec 2.2, 2.7)."""
 
 
+class LengthRequiredError(HttpFramingError):
+    """A request with a body (``POST``) has no ``Content-Length`` (HTTP 411)."""
+
+
 class MetadataError(ProtocolError):
     """Metadata is missing, not JSON/msgpack, or lacks keys the protocol needs."""
 

@@ -38,7 +38,7 @@ from unirender.protocol.masks import (
     SegmentationColors,
     checked_colors,
 )
-from unirender.protocol.metadata import STEP_KEYS, MetadataDocument
+from unirender.protocol.metadata import STEP_KEYS, MetadataDocument, agent_msgpack
 from unirender.protocol.payload import Payload
 
 # Event attribute -> form field name (spec 2.4). Per agent:
@@ -194,6 +194,14 @@ class Event:
         """The whole ``MultiAgentMetadata`` document this event came from, as received (its ``raw`` bytes where it
         has them, e.g. to forward without re-encoding); None for an event built from a dict."""
         return self._document
+
+    def metadata_msgpack(self) -> bytes | memoryview | None:
+        """This agent's metadata as msgpack, taken from the document as received without a decode/re-encode round
+        trip (:func:`~unirender.protocol.metadata.agent_msgpack`), to forward it; None once ``metadata`` was
+        accessed (the dict may have been changed since) or where the event has no raw document."""
+        if self._metadata is not None or self._document is None:
+            return None
+        return agent_msgpack(self._document, self._agent)
 
     def peek_metadata(self, key: str, default=None):
         """``event.metadata.get(key, default)``, without decoding the metadata when ``key`` is a step key
@@ -464,10 +472,16 @@ class Event:
         return out
 
     @classmethod
-    def from_frames(cls, metadata: dict, frames: dict[str, np.ndarray], **kwargs) -> Event:
+    def from_frames(cls, metadata: dict | MetadataDocument, frames: dict[str, np.ndarray], **kwargs) -> Event:
         """An event from already decoded arrays (as :meth:`frames` returns; lists also accepted for third-party
-        modalities). Arrays are used as given: no flip, no depth conversion."""
-        event = cls(metadata, **kwargs)
+        modalities). Arrays are used as given: no flip, no depth conversion. ``metadata``: a dict, or a
+        one-agent document (e.g. :func:`~unirender.protocol.metadata.one_agent_document`), decoded on first
+        access."""
+        if isinstance(metadata, MetadataDocument):
+            options = {"depth_format": "Meters", "camera_near_plane": 0.1, "camera_far_plane": 20.0, **kwargs}
+            event = cls._from_document(metadata, 0, None, None, **options)
+        else:
+            event = cls(metadata, **kwargs)
         event._set_frames(frames)
         return event
 

@@ -10,7 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from unirender.protocol.errors import FrameTooLargeError, HttpFramingError, TruncatedFrameError
+from unirender.protocol.errors import (
+    FrameTooLargeError,
+    HttpFramingError,
+    LengthRequiredError,
+    TruncatedFrameError,
+)
 
 # Unity reads the status line and headers into a fixed 1024-byte buffer (spec 2.2); a response head must fit.
 UNITY_RESPONSE_HEAD_LIMIT = 1024
@@ -42,12 +47,14 @@ def response_headers(body: bytes) -> list[tuple[str, str]]:
     return [("Content-Type", RESPONSE_CONTENT_TYPE), ("Content-Length", str(len(body)))]
 
 
-def build_response(body: bytes) -> bytes:
-    """``200 OK`` with ``Content-Length`` and an ASCII body, as one buffer to send in one write (spec 2.7)."""
+def build_response(body: bytes, status: str = "200 OK", content_type: str = RESPONSE_CONTENT_TYPE) -> bytes:
+    """``status`` (``200 OK``: an action) with ``Content-Length`` and an ASCII body, as one buffer to send in one
+    write (spec 2.7); never ``Connection: close``."""
     if not body.isascii():
         raise HttpFramingError("response body must be ASCII: Unity decodes it with Encoding.ASCII")
-    head = b"HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n" % (
-        RESPONSE_CONTENT_TYPE.encode("ascii"),
+    head = b"HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n" % (
+        status.encode("ascii"),
+        content_type.encode("ascii"),
         len(body),
     )
     return head + body
@@ -64,22 +71,47 @@ class HttpRequest:
     body: memoryview
 
 
-class _BodyFiller:
-    """Collects a body of known length: a zero-copy view when it arrives whole, else one preallocated buffer."""
+# First size of the buffer of a body whose sender is not trusted: it doubles as bytes arrive, so a Content-Length
+# alone reserves nothing (a 1 GiB claim with no body costs 256 KiB).
+_UNTRUSTED_BODY_FIRST = 256 * 1024
 
-    def __init__(self, length: int):
-        self.buffer = bytearray(length)
+
+class _BodyFiller:
+    """Collects a body of known length into one buffer: the whole length at once when ``reserve`` (a trusted
+    sender), else grown (doubling) as bytes arrive. Filled by copying (:meth:`fill`) or in place
+    (:meth:`window` + :meth:`advance`, for ``recv_into``)."""
+
+    def __init__(self, length: int, reserve: bool = True, buffer: bytearray | None = None):
+        self.length = length
+        if buffer is None:
+            buffer = bytearray(length if reserve else min(length, _UNTRUSTED_BODY_FIRST))
+        self.buffer = buffer
         self.filled = 0
 
+    def _grow(self, need: int) -> None:
+        if need > len(self.buffer):
+            grown = bytearray(min(self.length, max(need, 2 * len(self.buffer))))
+            grown[: self.filled] = memoryview(self.buffer)[: self.filled]
+            self.buffer = grown
+
     def fill(self, view: memoryview, pos: int) -> int:
-        take = min(len(view) - pos, len(self.buffer) - self.filled)
+        take = min(len(view) - pos, self.length - self.filled)
+        self._grow(self.filled + take)
         self.buffer[self.filled : self.filled + take] = view[pos : pos + take]
         self.filled += take
         return pos + take
 
+    def window(self) -> memoryview:
+        """The writable rest of the buffer (grown if full): where the next bytes of the body go."""
+        self._grow(self.filled + 1)
+        return memoryview(self.buffer)[self.filled :]
+
+    def advance(self, n: int) -> None:
+        self.filled += n
+
     @property
     def done(self) -> bool:
-        return self.filled == len(self.buffer)
+        return self.filled == self.length
 
 
 class RequestReader:
@@ -88,11 +120,19 @@ class RequestReader:
     ``feed(data)`` returns the requests that ``data`` completes. Bodies are read by ``Content-Length`` exactly;
     ``Transfer-Encoding`` is refused (Unity never sends it). ``end_of_stream()`` raises if the peer closed
     mid-request; a close between requests is normal (Unity drops its socket on scene reset).
+
+    ``trusted``: the peer has proven itself (a verified token), so a body's whole buffer is reserved from its
+    ``Content-Length`` at once (from ``pool``, a :class:`~unirender.protocol.pool.BufferPool` of bytearrays, where
+    given: a frame body of last step's size reuses a buffer nothing references any more, no page faults); until
+    then a body's buffer grows only as its bytes arrive.
     """
 
-    def __init__(self, max_head: int = DEFAULT_MAX_REQUEST_HEAD, max_body: int = DEFAULT_MAX_REQUEST_BODY):
+    def __init__(self, max_head: int = DEFAULT_MAX_REQUEST_HEAD, max_body: int = DEFAULT_MAX_REQUEST_BODY,
+                 trusted: bool = False, pool=None):  # fmt: skip
         self.max_head = max_head
         self.max_body = max_body
+        self.trusted = trusted
+        self.pool = pool
         self._head = bytearray()
         self._pending: HttpRequest | None = None
         self._body: _BodyFiller | None = None
@@ -135,8 +175,29 @@ class RequestReader:
                 requests.append(request)
             else:
                 self._pending = request
-                self._body = _BodyFiller(length)
+                pooled = self.pool.take(length) if self.trusted and self.pool is not None else None
+                self._body = _BodyFiller(length, reserve=self.trusted, buffer=pooled)
         return requests
+
+    @property
+    def head_pending(self) -> bool:
+        """Part of a request head has arrived, not yet its end."""
+        return bool(self._head)
+
+    def body_window(self) -> memoryview | None:
+        """Where the next bytes of a body being read go (None between bodies), to receive them in place."""
+        return self._body.window() if self._body is not None else None
+
+    def body_received(self, n: int) -> HttpRequest | None:
+        """``n`` bytes were written into :meth:`body_window`: the request, if its body is now complete."""
+        body = self._body
+        body.advance(n)
+        if not body.done:
+            return None
+        request = self._pending
+        request.body = memoryview(body.buffer).toreadonly()
+        self._pending = self._body = None
+        return request
 
     def end_of_stream(self) -> None:
         if self._body is not None:
@@ -168,7 +229,7 @@ class RequestReader:
         raw = request.headers.get("content-length")
         if raw is None:
             if request.method in ("POST", "PUT", "PATCH"):
-                raise HttpFramingError(f"{request.method} {request.target} has no Content-Length header")
+                raise LengthRequiredError(f"{request.method} {request.target} has no Content-Length header")
             return 0
         if not raw.isdigit():
             raise HttpFramingError(f"invalid Content-Length {raw!r}")

@@ -338,6 +338,75 @@ class PatchedMetadata(MetadataDocument):
         return PatchedMetadata, (self.base, self.updates, self.active_agent_id, self.sequence_id)
 
 
+# -- forwarding one agent's metadata ------------------------------------------------------------------------------
+class _AgentsAsJson(msgspec.Struct):
+    agents: list[msgspec.Raw] | msgspec.UnsetType = _UNSET
+
+
+_AGENTS_AS_JSON = msgspec.json.Decoder(_AgentsAsJson)
+_ONE_AGENT_PREFIX = b"\x81\xa6agents\x91"  # msgpack {"agents": [ ... ]} around one agent's map
+
+
+def agent_msgpack(document: MetadataDocument, agent: int) -> bytes | memoryview | None:
+    """Agent ``agent``'s metadata map as msgpack, from the document as received (to forward it without a
+    decode/re-encode round trip): for msgpack, the slice of the raw bytes that holds it (nothing decoded); for
+    JSON, that agent alone decoded and packed once (the rest of the document untouched), or the decoded dict
+    packed where the document was decoded already. None where the document has no raw form (a dict, merged
+    patches) or its shape is not the expected one: the caller then packs ``event.metadata`` as before.
+
+    The bytes are what the player sent: a client decoding them gets what decoding the player's document gives."""
+    if not isinstance(document, RawMetadata):
+        return None
+    try:
+        if document.format == MSGPACK:
+            return _msgpack_agent_slice(document.raw, agent)
+        if document.decoded:
+            agents = document._load().get("agents")
+            value = agents[agent] if isinstance(agents, list) and 0 <= agent < len(agents) else None
+        else:
+            agents = _AGENTS_AS_JSON.decode(document.raw).agents
+            if agents is _UNSET or not 0 <= agent < len(agents):
+                return None
+            value = loads_json(agents[agent])
+        # msgspec packs what JSON decodes to (str, int, float, bool, None, list, dict) as msgpack-python does,
+        # 4x faster (0.09 vs 0.39 ms for a 50-object agent).
+        return msgspec.msgpack.encode(value) if isinstance(value, dict) else None
+    except (msgspec.MsgspecError, MetadataError, ValueError, TypeError, OverflowError, RecursionError):
+        return None
+
+
+def _msgpack_agent_slice(raw, agent: int) -> memoryview | None:
+    """The bytes of ``agents[agent]``'s map; the last ``agents`` key counts, as in a full decode."""
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max(len(raw), 1))
+    unpacker.feed(raw)
+    found = None
+    try:
+        for _ in range(unpacker.read_map_header()):
+            if unpacker.unpack() != "agents":
+                unpacker.skip()
+                continue
+            found = None
+            if raw[unpacker.tell()] & 0xF0 != 0x90 and raw[unpacker.tell()] not in (0xDC, 0xDD):
+                unpacker.skip()  # not a list: nothing to forward (the full decode says what is wrong)
+                continue
+            for index in range(unpacker.read_array_header()):
+                start = unpacker.tell()
+                unpacker.skip()
+                if index == agent and (raw[start] & 0xF0 == 0x80 or raw[start] in (0xDE, 0xDF)):
+                    found = (start, unpacker.tell())
+        if unpacker.tell() != len(raw):
+            return None  # trailing bytes: the full decode refuses the document
+    except Exception:  # msgpack raises several unrelated types for bad input; the full decode reports it
+        return None
+    return memoryview(raw)[found[0] : found[1]] if found is not None else None
+
+
+def one_agent_document(agent_map: bytes | memoryview) -> RawMetadata:
+    """A ``MultiAgentMetadata`` msgpack document around one agent's metadata map as received (what
+    :func:`agent_msgpack` gives): its step keys read and the rest decoded on first use, like a player's."""
+    return RawMetadata(_ONE_AGENT_PREFIX + bytes(agent_map), MSGPACK)
+
+
 def as_document(metadata: dict | MetadataDocument) -> MetadataDocument:
     return metadata if isinstance(metadata, MetadataDocument) else DecodedMetadata(metadata)
 
@@ -353,9 +422,11 @@ __all__ = [
     "PatchedMetadata",
     "RawMetadata",
     "StepFields",
+    "agent_msgpack",
     "as_document",
     "loads_json",
     "loads_json_metadata",
+    "one_agent_document",
     "scan_step_fields",
     "step_fields_of",
     "unpack_metadata",

@@ -106,12 +106,20 @@ def _select_frames(frames: dict, wanted: list[str]) -> dict:
     return selected
 
 
-def event_document(event: Any, modalities: list[str] | None) -> dict:
+def wire_metadata(event: Any, fmt: str | None) -> Any:
+    """An event's metadata for a response in ``fmt``. msgpack: as the player sent it (``Event.metadata_msgpack``:
+    a FIFO player's msgpack bytes forwarded, a WSGI player's JSON converted once), never decoded here just to be
+    re-packed; otherwise (or where the event has no raw form) the decoded dict."""
+    packed = event.metadata_msgpack() if fmt == wire.MSGPACK and hasattr(event, "metadata_msgpack") else None
+    return wire.PackedMsgpack(packed) if packed is not None else event.metadata
+
+
+def event_document(event: Any, modalities: list[str] | None, fmt: str | None = None) -> dict:
     """An Event -> {"metadata", "frames"}; ``modalities`` None means every decoded modality."""
     frames = event.frames()
     if modalities is not None:
         frames = _select_frames(frames, modalities)
-    return {"metadata": event.metadata, "frames": frames}
+    return {"metadata": wire_metadata(event, fmt), "frames": frames}
 
 
 class EncodedResponse:
@@ -451,7 +459,7 @@ class ServiceApp:
         if fmt == wire.JSON and modalities is None:
             modalities = []  # JSON carries frames only on request (?modalities=rgb,...)
         started = time.perf_counter()
-        resp = self._encoded(event_document(event, modalities), fmt)
+        resp = self._encoded(event_document(event, modalities, fmt), fmt)
         # Where the time went, for clients and benchmarks (W3C Server-Timing): player step, then encoding.
         resp.headers["Server-Timing"] = (
             f"step;dur={step_s * 1000:.3f}, encode;dur={(time.perf_counter() - started) * 1000:.3f}"
@@ -481,7 +489,8 @@ class ServiceApp:
                         if len(docs) >= MAX_RENDER_FRAMES:
                             raise ApiError(422, "render_too_large", f"more than {MAX_RENDER_FRAMES} frames; "
                                            "submit a job instead (POST /v1/jobs)")
-                        docs.append({"metadata": event.metadata, "frames": frames_to_record(event, body.render)})
+                        docs.append({"metadata": wire_metadata(event, fmt),
+                                     "frames": frames_to_record(event, body.render)})
         finally:
             try:
                 self.sessions.delete(owner, entry.id, "one-shot render finished")

@@ -14,6 +14,7 @@ from unirender.wire import (
     MULTIPART,
     NPY,
     PNG,
+    PackedMsgpack,
     UnsupportedMediaType,
     WireError,
     _json_default,
@@ -27,7 +28,7 @@ from unirender.wire import (
 )
 
 __all__ = [
-    "FORMATS", "JSON", "MAX_DEPTH", "MSGPACK", "MULTIPART", "NPY", "PNG", "UnsupportedMediaType", "WireError",
+    "FORMATS", "JSON", "MAX_DEPTH", "MSGPACK", "MULTIPART", "NPY", "PNG", "PackedMsgpack", "UnsupportedMediaType", "WireError",
     "_json_default", "array_to_npy", "array_to_png", "decode_document", "decode_request_body", "encode_document",
     "encode_request_body", "negotiate", "split_multipart",
 ]

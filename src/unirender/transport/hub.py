@@ -44,12 +44,17 @@ def _plain(start_response, status: str, text: str) -> list[bytes]:
 
 # The hub's refusals, as the service's JSON errors (Unity ignores an error's body; a person reading it does not).
 _ERROR_CODES = {400: "bad_request", 403: "unknown_client_token", 404: "not_found", 405: "method_not_allowed",
-                411: "length_required"}
+                411: "length_required", 413: "payload_too_large"}
+
+
+def error_body(status: str, text: str) -> bytes:
+    """The JSON body of a refusal with ``status`` (also the private fast path's, ``transport.direct``)."""
+    code = _ERROR_CODES.get(int(status.split()[0]), "bad_request")
+    return json.dumps({"error": {"code": code, "message": text}}).encode()
 
 
 def _error(start_response, status: str, text: str) -> list[bytes]:
-    code = _ERROR_CODES.get(int(status.split()[0]), "bad_request")
-    body = json.dumps({"error": {"code": code, "message": text}}).encode()
+    body = error_body(status, text)
     start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
     return [body]
 

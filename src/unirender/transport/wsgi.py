@@ -25,6 +25,17 @@ _RELEASE = None  # reply-slot value that ends a blocked request without an actio
 _REPLY_CHECK_S = 1.0
 
 
+def wsgi_player_env(address: tuple[str, int], client_token: str) -> dict[str, str]:
+    """The ``AI2THOR_*`` variables that send a player's ``POST /train`` to ``address`` with ``client_token``."""
+    host, port = address
+    return {
+        "AI2THOR_SERVER_TYPE": "WSGI",
+        "AI2THOR_HOST": str(host),
+        "AI2THOR_PORT": str(port),
+        "AI2THOR_CLIENT_TOKEN": client_token,
+    }
+
+
 class _Reply:
     """The response slot of one blocked ``POST /train``."""
 
@@ -103,13 +114,7 @@ class WsgiTransport(Transport):
         self.hub.register(self)
 
     def player_env(self) -> dict[str, str]:
-        host, port = self.hub.address
-        return {
-            "AI2THOR_SERVER_TYPE": "WSGI",
-            "AI2THOR_HOST": str(host),
-            "AI2THOR_PORT": str(port),
-            "AI2THOR_CLIENT_TOKEN": self.client_token,
-        }
+        return wsgi_player_env(self.hub.address, self.client_token)
 
     @property
     def address(self) -> tuple[str, int]:
