@@ -205,10 +205,12 @@ class Client:
         resp = self.request(method, path, body)
         return resp.json() if resp.content else None
 
-    def _document(self, method: str, path: str, body: Any, params: Mapping | None = None) -> tuple[dict, dict]:
-        """(decoded document, Server-Timing as {name: ms})."""
+    def _document(self, method: str, path: str, body: Any, params: Mapping | None = None, *,
+                  lazy_metadata: bool = True) -> tuple[dict, dict]:
+        """(decoded document, Server-Timing as {name: ms}); ``lazy_metadata`` leaves an AI2-THOR event's
+        metadata undecoded for ``Event.from_frames`` (an ML-Agents document is handed to the caller as a dict)."""
         resp = self.request(method, path, body, accept=self.accept, params=params)
-        doc = wire.decode_document(resp.headers.get("Content-Type"), resp.content, lazy_metadata=True)
+        doc = wire.decode_document(resp.headers.get("Content-Type"), resp.content, lazy_metadata=lazy_metadata)
         return doc, _server_timing(resp)
 
     def close(self) -> None:
@@ -364,7 +366,7 @@ class RemoteMLAgentsSession(RemoteSession):
                                    for kind, rows in dict(given).items() if rows is not None}
                             for name, given in (actions or {}).items()}}  # fmt: skip
         doc, self.last_server_timing = self.client._document(
-            "POST", f"/v1/sessions/{self.id}/step", body, params=self._params
+            "POST", f"/v1/sessions/{self.id}/step", body, params=self._params, lazy_metadata=False
         )
         self.last_event = doc
         return doc
@@ -372,7 +374,7 @@ class RemoteMLAgentsSession(RemoteSession):
     def reset(self, **environment_parameters: float):  # type: ignore[override]
         doc, self.last_server_timing = self.client._document(
             "POST", f"/v1/sessions/{self.id}/reset", {"environment_parameters": environment_parameters},
-            params=self._params,
+            params=self._params, lazy_metadata=False,
         )
         self.last_event = doc
         return doc
