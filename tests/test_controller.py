@@ -69,7 +69,7 @@ def sent(kind: str, event, index: int, *, flavour: str, legacy: bool, third_part
 
 
 def expected_depth(raw: np.ndarray, legacy: bool, target: str, near: float, far: float) -> np.ndarray:
-    if legacy:  # 3 bytes/px, normalised: (r + g/256 + b/65536) / 256 (spec 4.2)
+    if legacy:  # 3 bytes/px, normalised: (r + g/256 + b/65536) / 256 (protocol.md 4.2)
         r, g, b = (raw[..., i].astype(np.float64) for i in range(3))
         value, source = (r + g / 256 + b / 65536) / 256, "Normalized"
     else:  # little-endian float32 metres
@@ -141,7 +141,7 @@ def test_metadata_patch_on_fifo_full_event_on_wsgi(make, server):
     assert event.metadata["lastAction"] == "GetReachablePositions"
     assert [p["x"] for p in event.metadata["actionReturn"]] == pytest.approx([0.0, 0.25, 0.5, 0.75, 1.0])
     assert event.metadata["sceneName"] == before.metadata["sceneName"]
-    if server == "fifo":  # fastActionEmit: a METADATA_PATCH; images are the previous ones (spec 3.6)
+    if server == "fifo":  # fastActionEmit: a METADATA_PATCH; images are the previous ones (protocol.md 3.6)
         assert event.metadata["fakePlayer"]["frame"] == before.metadata["fakePlayer"]["frame"]
         np.testing.assert_array_equal(event.frame, before.frame)
     else:
@@ -200,7 +200,7 @@ def test_scene_reset_and_keep_alive_over_100_steps_on_one_socket(make):
     assert fake["requestsOnSocket"] >= 101
     event = c.reset("FloorPlan10")
     assert event.metadata["sceneName"] == "FloorPlan10_physics"
-    assert event.metadata["fakePlayer"]["connections"] == connections + 1  # Reset reconnects (spec 2.8)
+    assert event.metadata["fakePlayer"]["connections"] == connections + 1  # Reset reconnects (protocol.md 2.8)
     assert event.depth_frame is not None  # Initialize parameters re-sent after Reset
     with pytest.raises(ValueError, match="not in the build"):
         c.reset("NoSuchScene")
@@ -446,7 +446,7 @@ def test_builtin_reference_player_launch(server, tmp_path):
 
 
 def test_linux64_gets_its_display_and_no_change_quality(make):
-    """Linux64 (here on a virtual display the resolution starts): DISPLAY in the player's environment (spec 6.3);
+    """Linux64 (here on a virtual display the resolution starts): DISPLAY in the player's environment (protocol.md 6.3);
     -screen-quality is honoured, so no ChangeQuality. ``no_leaks`` also checks the Xvfb is gone afterwards."""
     c = make("fifo", platform="Linux64")
     env = c.last_event.metadata["fakePlayer"]["env"]

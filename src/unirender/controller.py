@@ -3,7 +3,7 @@
 Familiar to AI2-THOR users: same constructor knobs, ``step``/``reset``/``stop``, ``last_event``. What differs is
 what happens when things go wrong: every wait is bounded and watches the child, a crash is reported within a
 second with its exit status, last action and log tail, and a bounded restart policy relaunches the player.
-Launch contract: spec 6.2 (arguments), 6.3 (environment), 6.4 (start sequence), 6.6 (results), 6.7 (restart).
+Launch contract: protocol.md 6.2 (arguments), 6.3 (environment), 6.4 (start sequence), 6.6 (results), 6.7 (restart).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from unirender.protocol.images import parse_depth_format
 from unirender.transport import PlayerHub, Transport, make_transport
 
 BUILTIN = "builtin"
-# Unity quality names -> -screen-quality index (spec 6.2); "DONOTUSE" (0) is rejected like 5.0.0 does.
+# Unity quality names -> -screen-quality index (protocol.md 6.2); "DONOTUSE" (0) is rejected like 5.0.0 does.
 QUALITY_SETTINGS = {
     "Very Low": 1,
     "Low": 2,
@@ -32,9 +32,9 @@ QUALITY_SETTINGS = {
     "Ultra": 7,
     "High WebGL": 8,
 }
-# errorCodes that mean "this action was wrong", raised as ActionError (spec 6.6).
+# errorCodes that mean "this action was wrong", raised as ActionError (protocol.md 6.6).
 ACTION_ERROR_CODES = frozenset({"InvalidAction", "MissingArguments", "AmbiguousAction", "InvalidArgument"})
-UNITY_DEFAULT_PORT = 8200  # where a player without AI2THOR_* variables sends its WSGI requests (spec 9.13)
+UNITY_DEFAULT_PORT = 8200  # where a player without AI2THOR_* variables sends its WSGI requests (protocol.md 9.13)
 PROCEDURAL_SCENE = "Procedural"  # ProcTHOR builds: a house dict is built in this scene with CreateHouse
 # Python-side aliases 5.0.0 applies to Initialize (the old keys are kept too).
 _INIT_ALIASES = {"renderClassImage": "renderSemanticSegmentation", "renderObjectImage": "renderInstanceSegmentation"}
@@ -86,7 +86,7 @@ class Controller:
             raise ValueError("player_hub only applies to server='wsgi'")
         self.depth_format = parse_depth_format(depth_format)
         # start_unity=False: a player started by someone else (the Unity Editor in play mode, a build run by
-        # hand) connects to us. Without AI2THOR_* variables Unity speaks WSGI to 127.0.0.1:8200 (spec 9.13).
+        # hand) connects to us. Without AI2THOR_* variables Unity speaks WSGI to 127.0.0.1:8200 (protocol.md 9.13).
         self.start_unity = bool(start_unity)
         self.host, self.port = host, (port if port is not None else (0 if start_unity else UNITY_DEFAULT_PORT))
         if not self.start_unity:
@@ -234,7 +234,7 @@ class Controller:
         return env
 
     def _launch(self) -> None:
-        """A fresh transport and player process; then wait for the hello event (spec 6.4 steps 2-5)."""
+        """A fresh transport and player process; then wait for the hello event (protocol.md 6.4 steps 2-5)."""
         # A player we do not launch was given no token (it sends an empty one); an action the player does not
         # read is a hang too, so it is bounded like an answer.
         self.transport = make_transport(self.server, hub=self.player_hub, host=self.host, port=self.port,
@@ -276,7 +276,7 @@ class Controller:
     def _reset(self, scene: str | dict | None):
         scenes = self._scenes()
         house = None
-        if isinstance(scene, dict):  # a ProcTHOR house: Reset to "Procedural", then CreateHouse (spec 6.4)
+        if isinstance(scene, dict):  # a ProcTHOR house: Reset to "Procedural", then CreateHouse (protocol.md 6.4)
             house, scene = scene, PROCEDURAL_SCENE
             if scenes is not None and PROCEDURAL_SCENE not in scenes:
                 raise ValueError(
@@ -381,7 +381,7 @@ class Controller:
             raise
 
     def _restore(self) -> None:
-        """After a relaunch: same size, same scene, same Initialize parameters (spec 6.7)."""
+        """After a relaunch: same size, same scene, same Initialize parameters (protocol.md 6.7)."""
         self._scenes_in_build = None
         self._fix_screen()
         if self.scene is not None:

@@ -1,4 +1,4 @@
-"""Executable paths (spec 6.1) and per-platform applicability."""
+"""Executable paths (protocol.md 6.1) and per-platform applicability."""
 
 from __future__ import annotations
 

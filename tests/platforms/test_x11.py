@@ -1,4 +1,4 @@
-"""X screen validation against real Xvfb servers (spec 7.1 ``_validate_screen``)."""
+"""X screen validation against real Xvfb servers (protocol.md 7.1 ``_validate_screen``)."""
 
 from __future__ import annotations
 

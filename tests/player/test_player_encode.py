@@ -68,7 +68,7 @@ def test_launch_contract_cloudrendering_ignores_screen_flags_and_wsgi_defaults()
         ["-screen-width", "640", "-screen-height", "480"], {"UNIRENDER_PLAYER_BACKEND": "vulkan"}
     )
     assert (c.width, c.height) == CLOUD_RENDERING_DEFAULT_SIZE
-    assert (c.server_type, c.host, c.port) == ("WSGI", "127.0.0.1", 8200)  # Unity's defaults (spec 9.13)
+    assert (c.server_type, c.host, c.port) == ("WSGI", "127.0.0.1", 8200)  # Unity's defaults (protocol.md 9.13)
     headless = parse_launch(["-batchmode", "-nographics"], {"AI2THOR_SERVER_SIDE_SCREENSHOT": "false"})
     assert headless.backend is None and headless.screenshots is False
 

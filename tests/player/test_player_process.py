@@ -121,7 +121,7 @@ def test_fifo_hello_is_rgb24_on_gl_and_actions_round_trip():
                "AI2THOR_FIFO_CLIENT_PIPE_PATH": client_pipe, "UNIRENDER_PLAYER_BACKEND": "egl"}  # fmt: skip
         proc = spawn(["-screen-fullscreen", "0", "-screen-quality", "7", "-screen-width", "64", "-screen-height",
                       "48"], env)  # fmt: skip
-        rfd = os.open(server_pipe, os.O_RDONLY)  # spec 3.2: read end first, then the player writes
+        rfd = os.open(server_pipe, os.O_RDONLY)  # protocol.md 3.2: read end first, then the player writes
         decoder = FifoDecoder()
         try:
 

@@ -1,5 +1,5 @@
 """PlayerSession rendering in-process through EGL: textures, OBJ and glTF meshes from scene files, the payload's image
-order (spec 2.4), per-step modality switches, resolution changes and robustness to a failing renderer."""
+order (protocol.md 2.4), per-step modality switches, resolution changes and robustness to a failing renderer."""
 
 import numpy as np
 import pytest

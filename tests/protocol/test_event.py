@@ -1,4 +1,4 @@
-"""Image decoding (spec 4) and Event / MultiAgentEvent (spec 5.2, 5.3): every modality, every depth encoding."""
+"""Image decoding (protocol.md 4) and Event / MultiAgentEvent (protocol.md 5.2, 5.3): every modality, every depth encoding."""
 
 import pickle
 
@@ -87,7 +87,7 @@ def test_rgb_and_segmentation_frames(channels):
     np.testing.assert_array_equal(event.cv2img, rgb[..., 2::-1])
     np.testing.assert_array_equal(event.instance_segmentation_frame, ids[..., :3])
     np.testing.assert_array_equal(event.semantic_segmentation_frame, classes[..., :3])
-    # read-only zero-copy views with a negative row stride (spec 9.15)
+    # read-only zero-copy views with a negative row stride (protocol.md 9.15)
     assert not event.frame.flags.writeable and event.frame.strides[0] < 0
     assert event.depth_frame is None and event.third_party_camera_frames == []
 
@@ -178,7 +178,7 @@ def test_masks_and_detections(channels):
 
 
 def test_wire_row_zero_is_the_last_row():
-    # spec 4.2 probe: a pixel at wire row 0 lands in the bottom row; its box is (0, 2, 0, 2) in a 3-row image
+    # protocol.md 4.2 probe: a pixel at wire row 0 lands in the bottom row; its box is (0, 2, 0, 2) in a 3-row image
     meta = agent_meta(screenWidth=1, screenHeight=3, colors=[{"name": "A|0|0|0", "color": [5, 6, 7]}])
     ids = bytes([5, 6, 7, 255]) + bytes([0, 0, 0, 255]) * 2
     event = build_event(payload(meta, {"image_ids": ids}))

@@ -1,4 +1,4 @@
-"""FIFO framing against hand-written bytes from spec 3.3-3.5, fragmentation properties, malformed input."""
+"""FIFO framing against hand-written bytes from protocol.md 3.3-3.5, fragmentation properties, malformed input."""
 
 import json
 
@@ -26,7 +26,7 @@ from unirender.protocol.pool import UNUSED_REFS
 from unirender.protocol.state import ControllerProtocol, encode_json_action
 from unirender.protocol.unity import decode_fifo_action, encode_fifo_emission, encode_fifo_patch
 
-# A player message written by hand from spec 3.3/3.4: METADATA frame (msgpack {"a": 1} = 81 a1 61 01),
+# A player message written by hand from protocol.md 3.3/3.4: METADATA frame (msgpack {"a": 1} = 81 a1 61 01),
 # one RGB_IMAGE frame of 3 bytes, one THIRD_PARTY_FLOW frame of 2 bytes, END_OF_MESSAGE.
 HAND_PLAYER_MESSAGE = bytes.fromhex(
     "01 00000004 81a16101"  # METADATA, big-endian length 4
@@ -34,7 +34,7 @@ HAND_PLAYER_MESSAGE = bytes.fromhex(
     "10 00000002 0909"  # THIRD_PARTY_FLOW
     "ff 00000000"  # END_OF_MESSAGE
 )
-# The first action 5.0.0 sends (spec 3.5 probe): one ACTION frame + EOM.
+# The first action 5.0.0 sends (protocol.md 3.5 probe): one ACTION frame + EOM.
 HAND_ACTION_BODY = b'{"action": "Pass", "sequenceId": 1}'
 HAND_ACTION_MESSAGE = (
     b"\x02" + len(HAND_ACTION_BODY).to_bytes(4, "big") + HAND_ACTION_BODY + b"\xff\x00\x00\x00\x00"
@@ -178,7 +178,7 @@ def test_player_message_errors():
 def test_player_side_action_reader():
     first, last = json.dumps({"action": "A"}).encode(), json.dumps({"action": "B"}).encode()
     (msg,) = FifoDecoder().feed(encode_message([(FieldType.ACTION, first), (FieldType.ACTION, last)]))
-    assert decode_fifo_action(msg) == {"action": "B"}  # last ACTION wins (spec 3.5)
+    assert decode_fifo_action(msg) == {"action": "B"}  # last ACTION wins (protocol.md 3.5)
     (msg,) = FifoDecoder().feed(encode_message([(FieldType.METADATA, b"\x80")]))
     with pytest.raises(UnknownFieldTypeError, match="only ACTION"):
         decode_fifo_action(msg)

@@ -1,4 +1,4 @@
-"""HTTP framing of Unity's POST /train (spec 2.2, 2.7): exact request bytes, keep-alive reading, responses."""
+"""HTTP framing of Unity's POST /train (protocol.md 2.2, 2.7): exact request bytes, keep-alive reading, responses."""
 
 import pytest
 from hypothesis import given, settings

@@ -1,4 +1,4 @@
-"""Unity WWWForm bodies: byte-exact against a hand-written body (spec 2.3), tolerant parsing, round trips."""
+"""Unity WWWForm bodies: byte-exact against a hand-written body (protocol.md 2.3), tolerant parsing, round trips."""
 
 import pytest
 from hypothesis import given, settings
@@ -15,7 +15,7 @@ from unirender.protocol.multipart import (
 
 B = "Ab3dEfGh1jKlMn0pQrStUvWxYz0123456789AbCd"  # 40 chars from [0-9A-Za-z]
 
-# Written by hand from spec 2.3: leading CRLF, Content-Type before Content-disposition (lower-case d),
+# Written by hand from protocol.md 2.3: leading CRLF, Content-Type before Content-disposition (lower-case d),
 # quoted charset, binary parts with filename "<name>.dat", no CRLF between bytes and the next delimiter.
 HAND_BODY = (
     b"\r\n--" + B.encode() + b"\r\n"
@@ -86,7 +86,7 @@ def test_text_part_charset_is_honoured():
 
 
 def test_urlencoded_branch_is_byte_exact():
-    # Unity escaping: lower-case hex, space %20, the set of spec 2.3, bytes > 126 as UTF-8 escapes
+    # Unity escaping: lower-case hex, space %20, the set of protocol.md 2.3, bytes > 126 as UTF-8 escapes
     content_type, body = build_wwwform([("metadata", '{"a": "x y+é"}'), ("token", "")])
     assert content_type == "application/x-www-form-urlencoded"
     assert body == b"metadata=%7b%22a%22%3a%20%22x%20y%2b%c3%a9%22%7d&token="

@@ -1,4 +1,4 @@
-"""Sequence ids (spec 5.5), METADATA_PATCH merging (3.6), action encoding (2.7/3.5)."""
+"""Sequence ids (protocol.md 5.5), METADATA_PATCH merging (3.6), action encoding (2.7/3.5)."""
 
 import numpy as np
 import pytest

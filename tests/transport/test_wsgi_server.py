@@ -1,4 +1,4 @@
-"""WsgiServer and PlayerHub against raw sockets speaking exactly like Unity (spec 2.2, 2.7, 2.8).
+"""WsgiServer and PlayerHub against raw sockets speaking exactly like Unity (protocol.md 2.2, 2.7, 2.8).
 
 The wire-behaviour tests run on both paths of a private player: the waitress ``PlayerHub`` (``hub``) and the
 fast path served in the controller's thread (``direct``, ``transport.direct.DirectWsgiTransport``)."""

@@ -118,7 +118,7 @@ class SessionActor:
 
     def _ensure_started(self) -> Any:
         if self._controller is None:
-            # A GPU Ray gave this actor shows up as CUDA_VISIBLE_DEVICES, which the Controller reads (spec 6.2).
+            # A GPU Ray gave this actor shows up as CUDA_VISIBLE_DEVICES, which the Controller reads (protocol.md 6.2).
             from unirender.cluster.mlagents import make_controller
 
             self._controller = make_controller(self._kwargs)

@@ -1,8 +1,7 @@
 """RayBackend: one Ray actor per session, each owning its player (see ``ray_actor.py``).
 
-Placement: actors ask ``num_cpus=0`` (a CPU-holding actor silently caps a node at its CPU count, see
-serving-and-scale.md "Ray gotchas"), ``num_gpus=1`` when the session wants a GPU, and custom resources — ``display``
-for players needing an X display, optionally a CPU-share resource — so that admission is counted by what nodes
+Placement: actors ask ``num_cpus=0`` (a CPU-holding actor silently caps a node at its CPU count; docs/cluster.md),
+``num_gpus=1`` when the session wants a GPU, and custom resources — ``display`` for players needing an X display, optionally a CPU-share resource — so that admission is counted by what nodes
 declare. A session for which the cluster has no room within ``wait_timeout`` fails with ``CapacityError``.
 
 Failures: a crashed actor or a lost node is restarted by Ray (``max_restarts``) on any node with room; the session

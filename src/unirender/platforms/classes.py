@@ -1,4 +1,4 @@
-"""The platform classes (spec 7.1): what each needs, how to check it, how to launch on it.
+"""The platform classes (protocol.md 7.1): what each needs, how to check it, how to launch on it.
 
 Each class turns a ``PlatformRequest`` into an ``Assessment`` (usable or not, with every reason, the devices
 seen, the chosen device, and the launch environment and arguments). ``validate``/``launch_env`` are the
@@ -59,7 +59,7 @@ class Platform:
     systems: ClassVar[tuple[str, ...]] = ("Linux",)
     packages: ClassVar[list[str]] = []
     # A build for this platform ignores -screen-width/-height/-quality (it starts at its own size): the
-    # Controller then fixes size and quality by actions after the first event (spec 6.4, 9.14).
+    # Controller then fixes size and quality by actions after the first event (protocol.md 6.4, 9.14).
     ignores_screen_flags: ClassVar[bool] = False
 
     def assess(self, request: PlatformRequest) -> Assessment:
@@ -114,7 +114,7 @@ class Linux64(Platform):
         if request.system not in self.systems:
             return self._not_applicable(request)
         if request.headless:
-            # Unity's -batchmode -nographics renders nothing, so it needs no display (spec 6.2).
+            # Unity's -batchmode -nographics renders nothing, so it needs no display (protocol.md 6.2).
             return Assessment(self, usable=True, notes=["headless: no X display needed"])
         reasons: list[str] = []
         preferred = request.x_display  # checked alone when given
@@ -285,7 +285,7 @@ class EGL(Platform):
             device = hardware[request.gpu_device]
         else:
             device = preferred_device(usable)
-        # glcontext's EGL back-end reads the device index from this variable (headless-stacks.md 4).
+        # glcontext's EGL back-end reads the device index from this variable (docs/platforms.md, "GPUs").
         return Assessment(
             self,
             usable=True,
@@ -310,7 +310,7 @@ class OSXIntel64(Platform):
         return Assessment(self, usable=True)
 
     def executable_path(self, base_dir: str | os.PathLike, name: str) -> Path:
-        """``<base_dir>/<name>.app/Contents/MacOS/<CFBundleExecutable from Info.plist>`` (spec 6.1)."""
+        """``<base_dir>/<name>.app/Contents/MacOS/<CFBundleExecutable from Info.plist>`` (protocol.md 6.1)."""
         contents = Path(base_dir) / f"{name}.app" / "Contents"
         plist_path = contents / "Info.plist"
         try:

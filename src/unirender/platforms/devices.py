@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-# Names Mesa's CPU rasterisers report; lavapipe calls itself "llvmpipe" too (headless-stacks.md 1).
+# Names Mesa's CPU rasterisers report; lavapipe calls itself "llvmpipe" too.
 SOFTWARE_RENDERER_MARKERS = (
     "llvmpipe",
     "softpipe",

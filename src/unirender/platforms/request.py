@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class PlatformRequest:
-    """The inputs of platform validation (spec 7.1), plus ``builtin`` for the reference player.
+    """The inputs of platform validation (protocol.md 7.1), plus ``builtin`` for the reference player.
 
     ``x_display``: ``":1"``, ``":1.0"``, ``"1"`` or ``"1.0"``; None scans ``/tmp/.X11-unix``.
     ``gpu_device``: a CUDA ordinal (an index into ``CUDA_VISIBLE_DEVICES`` when that is set) or a CUDA UUID

@@ -1,4 +1,4 @@
-"""X11 screen discovery and validation (spec 7.1 ``_validate_screen``), every probe bounded in time.
+"""X11 screen discovery and validation (protocol.md 7.1 ``_validate_screen``), every probe bounded in time.
 
 python-xlib has no connect timeout: a server that accepts but never answers (stopped, wedged, or a
 socket of something that is not an X server) would hang it forever. So each display first gets a raw X

@@ -1,4 +1,4 @@
-"""Xorg configuration for GPU rendering on multi-GPU NVIDIA hosts: one X screen per GPU (spec 7.3).
+"""Xorg configuration for GPU rendering on multi-GPU NVIDIA hosts: one X screen per GPU (protocol.md 7.3).
 
 Like ``ai2thor-xorg``: GPU *i* becomes screen ``:d.i`` of one display. Only the text is generated here;
 running Xorg needs root and is left to the operator (``unirender xorg-config > /etc/X11/xorg-unirender.conf``).

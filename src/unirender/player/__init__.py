@@ -1,5 +1,5 @@
 """The reference player: a separate process that renders declarative scenes headlessly and speaks the Unity
-side of the AI2-THOR protocol (launch contract of spec 6.2/6.3). Run it as ``unirender-player`` or
+side of the AI2-THOR protocol (launch contract of protocol.md 6.2/6.3). Run it as ``unirender-player`` or
 ``python -m unirender.player``; normally ``Controller(executable="builtin")`` launches it.
 
 Modules: ``scene`` (scene files), ``world`` (state, collisions), ``actions`` (handlers), ``metadata``,

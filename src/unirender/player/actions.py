@@ -30,7 +30,7 @@ QUALITY_NAMES = (
     "Ultra",
     "High WebGL",
 )
-# Keys every action may carry (spec 6.6); the per-step render flags switch a modality on for one step.
+# Keys every action may carry (protocol.md 6.6); the per-step render flags switch a modality on for one step.
 GLOBAL_KEYS = {
     "action", "sequenceId", "agentId", "renderImage", "renderInstanceSegmentation", "renderObjectImage",
     "renderClassImage", "renderSemanticSegmentation", "renderNormalsImage", "renderDepthImage", "renderFlowImage",
@@ -54,7 +54,7 @@ class ActionResult:
     error_message: str = ""
     error_code: str = "Undefined"
     action_return: Any = None
-    query: bool = False  # changes nothing visible: may be answered with a metadata patch (spec 3.6)
+    query: bool = False  # changes nothing visible: may be answered with a metadata patch (protocol.md 3.6)
     collided_objects: list[str] = field(default_factory=list)
 
 

@@ -25,7 +25,7 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 class FifoChannel:
-    """Named pipes (spec 3): write ``server.pipe``, read ``client.pipe``; both opened on first use and kept
+    """Named pipes (protocol.md 3): write ``server.pipe``, read ``client.pipe``; both opened on first use and kept
     across scene loads (Unity's static FifoServer client)."""
 
     supports_patches = True
@@ -42,7 +42,7 @@ class FifoChannel:
             data = unity.encode_fifo_patch(emission.patch)
         else:
             data = unity.encode_fifo_emission(emission.metadata, emission.images)
-        if self._out is None:  # blocks until the controller opens its read end (spec 3.2 step 1)
+        if self._out is None:  # blocks until the controller opens its read end (protocol.md 3.2 step 1)
             self._out = os.open(self.server_pipe, os.O_WRONLY)
         _write_all(self._out, data)
 
@@ -68,7 +68,7 @@ class FifoChannel:
 
 
 class WsgiChannel:
-    """HTTP ``POST /train`` over one keep-alive TCP connection per scene (spec 2.2, 2.8): a scene load opens a
+    """HTTP ``POST /train`` over one keep-alive TCP connection per scene (protocol.md 2.2, 2.8): a scene load opens a
     new connection, as a new Unity AgentManager does."""
 
     supports_patches = False

@@ -1,4 +1,4 @@
-"""Renderer arrays -> wire bytes (spec 4.1), plus the decoder for the optical-flow colour encoding.
+"""Renderer arrays -> wire bytes (protocol.md 4.1), plus the decoder for the optical-flow colour encoding.
 
 Every buffer keeps the renderer's row order, which is already the wire's (row 0 = bottom of the image).
 

@@ -1,4 +1,4 @@
-"""The player's launch contract, identical to a Unity build's (spec 6.2, 6.3): command-line flags and the
+"""The player's launch contract, identical to a Unity build's (protocol.md 6.2, 6.3): command-line flags and the
 ``AI2THOR_*`` environment, plus ``UNIRENDER_PLAYER_BACKEND`` (egl | glx | vulkan) chosen by the Controller.
 
 Started by anything else (AI2-THOR's own Controller, a script), the player renders the way the build it stands in
@@ -126,7 +126,7 @@ def parse_launch(argv: list[str], env: dict[str, str], executable: str = "") -> 
     if width < 1 or height < 1:
         raise LaunchError(f"screen size must be positive, got {width}x{height}")
     quality = QUALITY_NAMES[quality_index - 1]
-    if backend == "vulkan":  # like CloudRendering: screen flags are ignored (spec 9.14)
+    if backend == "vulkan":  # like CloudRendering: screen flags are ignored (protocol.md 9.14)
         width, height = CLOUD_RENDERING_DEFAULT_SIZE
         quality = "Ultra"
     device_index = None

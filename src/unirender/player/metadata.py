@@ -1,4 +1,4 @@
-"""Per-agent metadata in AI2-THOR's shape (spec 5.4), including the null-but-present keys the Python side
+"""Per-agent metadata in AI2-THOR's shape (protocol.md 5.4), including the null-but-present keys the Python side
 expects. Static parts (object entries, colour lists) are built once per world; a step only fills in what
 changed (agent pose, visibility, distances, action result)."""
 

@@ -20,7 +20,7 @@ from unirender.player.world import World
 log = logging.getLogger("unirender.player")
 
 # Like a CloudRendering build, the Vulkan flavour ignores -screen-width/-height and starts at this size;
-# the Controller follows the first event with ChangeResolution (spec 6.4, 9.14).
+# the Controller follows the first event with ChangeResolution (protocol.md 6.4, 9.14).
 CLOUD_RENDERING_DEFAULT_SIZE = (400, 300)
 DEFAULT_SIZE = (300, 300)
 
@@ -173,7 +173,7 @@ class PlayerSession:
             or action.get("renderSemanticSegmentation") is True
             or action.get("renderClassImage") is True
         )
-        want_ids = want_ids or want_classes  # Unity sends image_ids with either segmentation (spec 2.4)
+        want_ids = want_ids or want_classes  # Unity sends image_ids with either segmentation (protocol.md 2.4)
         want_normals = s.render_normals or action.get("renderNormalsImage") is True
         want_flow = s.render_flow or action.get("renderFlowImage") is True
         images: list[tuple[str, bytes]] = []

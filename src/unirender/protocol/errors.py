@@ -18,7 +18,7 @@ class TruncatedFrameError(ProtocolError):
 
 
 class UnknownFieldTypeError(ProtocolError):
-    """A FIFO frame header carries a field type that spec 3.3 does not define (or one not valid here)."""
+    """A FIFO frame header carries a field type that protocol.md 3.3 does not define (or one not valid here)."""
 
     def __init__(self, message: str, *, field_type: int | None = None):
         self.field_type = field_type
@@ -39,7 +39,7 @@ class MultipartError(ProtocolError):
 
 
 class HttpFramingError(ProtocolError):
-    """An HTTP request or response is not framed the way Unity and we agree on (spec 2.2, 2.7)."""
+    """An HTTP request or response is not framed the way Unity and we agree on (protocol.md 2.2, 2.7)."""
 
 
 class LengthRequiredError(HttpFramingError):
@@ -51,7 +51,7 @@ class MetadataError(ProtocolError):
 
 
 class SequenceIdMismatchError(ProtocolError):
-    """The player echoed a different ``sequenceId`` than the last action we sent (spec 5.5)."""
+    """The player echoed a different ``sequenceId`` than the last action we sent (protocol.md 5.5)."""
 
     def __init__(self, message: str, *, expected: int | None = None, got: object = None):
         self.expected = expected

@@ -41,7 +41,7 @@ from unirender.protocol.masks import (
 from unirender.protocol.metadata import STEP_KEYS, MetadataDocument, agent_msgpack
 from unirender.protocol.payload import Payload
 
-# Event attribute -> form field name (spec 2.4). Per agent:
+# Event attribute -> form field name (protocol.md 2.4). Per agent:
 AGENT_FRAME_FIELDS = {
     "frame": "image",
     "depth_frame": "image_depth",
@@ -78,7 +78,7 @@ _DEPTH_ATTRS = {"depth_frame", "third_party_depth_frames"}
 
 
 class MetadataWrapper(dict):
-    """Agent metadata dict with AI2-THOR's deprecated aliases (spec 5.3).
+    """Agent metadata dict with AI2-THOR's deprecated aliases (protocol.md 5.3).
 
     ``["reachablePositions"]`` after GetReachablePositions/GetSceneBounds reads ``actionReturn`` (unless the key
     is really there); ``["hand"]`` reads ``heldObjectPose``.
@@ -568,7 +568,7 @@ def build_event(
     camera_near_plane: float = 0.1,
     camera_far_plane: float = 20.0,
 ) -> Event | MultiAgentEvent:
-    """One event per agent from a payload (spec 5.2); one agent -> ``Event``, several -> ``MultiAgentEvent``.
+    """One event per agent from a payload (protocol.md 5.2); one agent -> ``Event``, several -> ``MultiAgentEvent``.
 
     Agent buffer lists are indexed by agent, third-party lists by camera (attached to every agent's event).
     Sizes are checked here; pixels are decoded on access.

@@ -1,4 +1,4 @@
-"""FIFO framing (spec 3.3-3.5): typed, length-prefixed frames ending with END_OF_MESSAGE.
+"""FIFO framing (protocol.md 3.3-3.5): typed, length-prefixed frames ending with END_OF_MESSAGE.
 
 Pure code over bytes. :func:`encode_message` builds one buffer per message (the reader on the Unity side assumes
 a frame header arrives in one read, so a message must go out in one ``write``). :class:`FifoDecoder` accepts data
@@ -25,7 +25,7 @@ from unirender.protocol.pool import BufferPool
 
 
 class FieldType(IntEnum):
-    """Frame type byte (spec 3.3). Names follow AI2-THOR's Python ``FieldType``."""
+    """Frame type byte (protocol.md 3.3). Names follow AI2-THOR's Python ``FieldType``."""
 
     METADATA = 0x01
     ACTION = 0x02
@@ -46,7 +46,7 @@ class FieldType(IntEnum):
     END_OF_MESSAGE = 0xFF
 
 
-# Image frames map onto the WSGI form field names (spec 2.4) so both transports build the same Payload.
+# Image frames map onto the WSGI form field names (protocol.md 2.4) so both transports build the same Payload.
 # THIRD_PARTY_FLOW maps to the name Unity actually sends, ``image_thirdParty_flow`` (5.0.0 looked for
 # ``image_thirdParty_flows`` and never decoded it).
 FIELD_TYPE_TO_FORM_NAME: dict[FieldType, str] = {
@@ -233,7 +233,7 @@ class FifoDecoder:
     def _check_header(self, code: int, length: int) -> FieldType:
         if code not in _KNOWN_TYPES:
             raise UnknownFieldTypeError(
-                f"unknown FIFO field type 0x{code:02x} (frame length {length}); spec 3.3 defines 0x01-0x10 and 0xff",
+                f"unknown FIFO field type 0x{code:02x} (frame length {length}); protocol.md 3.3 defines 0x01-0x10 and 0xff",
                 field_type=code,
             )
         field_type = FieldType(code)
@@ -249,7 +249,7 @@ class FifoDecoder:
 
 
 def split_player_message(msg: FifoMessage) -> tuple[RawMetadata | dict, dict[str, list[memoryview]], bool]:
-    """A player's (Unity -> Python) message -> ``(metadata, files, is_patch)`` (spec 3.4, 3.6), metadata undecoded.
+    """A player's (Unity -> Python) message -> ``(metadata, files, is_patch)`` (protocol.md 3.4, 3.6), metadata undecoded.
 
     The metadata frame must come first. For a full message ``metadata`` is a
     :class:`~unirender.protocol.metadata.RawMetadata` over the frame's bytes (decoded when read); a patch is

@@ -1,4 +1,4 @@
-"""HTTP/1.1 framing for Unity's ``POST /train`` (spec 2.2, 2.7, 2.8), both directions, sans-I/O.
+"""HTTP/1.1 framing for Unity's ``POST /train`` (protocol.md 2.2, 2.7, 2.8), both directions, sans-I/O.
 
 Unity's side: :func:`build_train_request` (its exact header block) and :class:`ResponseReader` (how it reads the
 answer: 1 KiB header buffer, ``Content-Length``, status ignored). Python's side: :class:`RequestReader`
@@ -17,7 +17,7 @@ from unirender.protocol.errors import (
     TruncatedFrameError,
 )
 
-# Unity reads the status line and headers into a fixed 1024-byte buffer (spec 2.2); a response head must fit.
+# Unity reads the status line and headers into a fixed 1024-byte buffer (protocol.md 2.2); a response head must fit.
 UNITY_RESPONSE_HEAD_LIMIT = 1024
 # Unity's request head is ~120 bytes (request line, Content-Length, Content-Type). 16 KiB is h11's default and
 # far above any client we serve; a peer that never sends the blank line gets an error, not unbounded buffering.
@@ -49,7 +49,7 @@ def response_headers(body: bytes) -> list[tuple[str, str]]:
 
 def build_response(body: bytes, status: str = "200 OK", content_type: str = RESPONSE_CONTENT_TYPE) -> bytes:
     """``status`` (``200 OK``: an action) with ``Content-Length`` and an ASCII body, as one buffer to send in one
-    write (spec 2.7); never ``Connection: close``."""
+    write (protocol.md 2.7); never ``Connection: close``."""
     if not body.isascii():
         raise HttpFramingError("response body must be ASCII: Unity decodes it with Encoding.ASCII")
     head = b"HTTP/1.1 %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n" % (
@@ -244,7 +244,7 @@ class RequestReader:
 
 
 class ResponseReader:
-    """Reads responses the way Unity does (spec 2.2): head within 1 KiB, ``Content-Length`` (missing = 0).
+    """Reads responses the way Unity does (protocol.md 2.2): head within 1 KiB, ``Content-Length`` (missing = 0).
 
     The status code is ignored, like Unity. ``feed(data)`` returns the bodies ``data`` completes.
     """

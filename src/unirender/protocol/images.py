@@ -1,4 +1,4 @@
-"""Raw player image buffers -> numpy arrays (spec 4). Pure functions, no state.
+"""Raw player image buffers -> numpy arrays (protocol.md 4). Pure functions, no state.
 
 Every buffer arrives bottom row first (Unity's texture origin); every function here returns rows top-down by
 flipping axis 0 with a negative stride. Unless a docstring says "copy", the result is a **read-only view** into
@@ -118,7 +118,7 @@ def screen_size(metadata: dict) -> tuple[int, int]:
 
 
 def source_depth_format(metadata: dict) -> DepthFormat:
-    """The unit the player sent depth in; absent ``depthFormat`` means Normalized (older builds, spec 9.3)."""
+    """The unit the player sent depth in; absent ``depthFormat`` means Normalized (older builds, protocol.md 9.3)."""
     value = metadata.get("depthFormat") or "Normalized"
     try:
         return parse_depth_format(value)

@@ -1,4 +1,4 @@
-"""Instance/class masks and 2D boxes from a segmentation frame and the metadata ``colors`` list (spec 4.2).
+"""Instance/class masks and 2D boxes from a segmentation frame and the metadata ``colors`` list (protocol.md 4.2).
 
 Same semantics as AI2-THOR 5.0.0's lazy masks: only names containing ``|`` are instances (``Type|x|y|z``); a
 class collects the colors of its instances and of its own entry; ``"background"`` is every color that no

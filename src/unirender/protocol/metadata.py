@@ -126,7 +126,7 @@ def step_fields_of(metadata: object) -> StepFields:
         raise MetadataError(f"metadata must be a JSON object / msgpack map, got {type(metadata).__name__}")
     agents = metadata.get("agents")
     if not isinstance(agents, list) or not agents:
-        raise MetadataError("metadata must have a non-empty 'agents' list (MultiAgentMetadata, spec 5.4)")
+        raise MetadataError("metadata must have a non-empty 'agents' list (MultiAgentMetadata, protocol.md 5.4)")
     per_agent = []
     for i, agent in enumerate(agents):
         if not isinstance(agent, dict):
@@ -278,7 +278,7 @@ class RawMetadata(MetadataDocument):
 
 
 class PatchedMetadata(MetadataDocument):
-    """A full document with METADATA_PATCHes merged in (spec 3.6), lazily: the merge runs on :meth:`decode`.
+    """A full document with METADATA_PATCHes merged in (protocol.md 3.6), lazily: the merge runs on :meth:`decode`.
 
     Consecutive patches fold into one update per agent (``a.update(p1); a.update(p2)`` is ``a.update({**p1, **p2})``
     with the same key order), so a long run of patches neither nests nor grows.

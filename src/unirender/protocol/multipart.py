@@ -1,4 +1,4 @@
-"""Unity ``WWWForm`` bodies (spec 2.3-2.5): a byte-exact builder and a tolerant parser.
+"""Unity ``WWWForm`` bodies (protocol.md 2.3-2.5): a byte-exact builder and a tolerant parser.
 
 The builder reproduces what a Unity player sends, so the reference player and tests emit real Unity bytes. The
 parser accepts Unity's quirks (quoted boundary, leading CRLF, ``Content-disposition``) and ordinary clients'
@@ -28,7 +28,7 @@ BOUNDARY_LENGTH = 40
 _BOUNDARY_ALPHABET = string.digits + string.ascii_letters
 _rng = random.Random()
 
-# Unity's WWWTranscoder escapes bytes < 32, > 126, space and this set, with lower-case hex (spec 2.3 (b)).
+# Unity's WWWTranscoder escapes bytes < 32, > 126, space and this set, with lower-case hex (protocol.md 2.3 (b)).
 _URL_ESCAPED = frozenset(b" @&;:<>=?\"'/\\!#%+$,{}|^[]`")
 _URL_TABLE = [
     f"%{b:02x}".encode("ascii") if (b < 32 or b > 126 or b in _URL_ESCAPED) else bytes([b])

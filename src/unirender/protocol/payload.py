@@ -11,9 +11,9 @@ class Payload:
     ``document`` is the top-level ``MultiAgentMetadata`` (``agents``, ``activeAgentId``, ``sequenceId``,
     ``thirdPartyCameras``) as a :class:`~unirender.protocol.metadata.MetadataDocument`: usually the bytes as
     received, decoded only when ``metadata`` is read. ``files`` maps WSGI form field names (``image``,
-    ``image_depth``, ``image-thirdParty-camera``, ...; spec 2.4) to buffers in agent / camera order; the buffers
+    ``image_depth``, ``image-thirdParty-camera``, ...; protocol.md 2.4) to buffers in agent / camera order; the buffers
     are zero-copy memoryviews into the received bytes. ``patched`` is True when this payload came from a
-    METADATA_PATCH merged into the previous full message (its images are the previous ones, spec 3.6).
+    METADATA_PATCH merged into the previous full message (its images are the previous ones, protocol.md 3.6).
     """
 
     __slots__ = ("document", "files", "patched")

@@ -1,4 +1,4 @@
-"""The Python side's protocol state for one player: sequence ids (spec 5.5) and METADATA_PATCH merging (3.6).
+"""The Python side's protocol state for one player: sequence ids (protocol.md 5.5) and METADATA_PATCH merging (3.6).
 
 Both transports feed this object, so the rules live in one place: ``prepare_action`` before sending,
 ``accept`` / ``accept_patch`` for what comes back. Neither decodes the metadata: the sequence id is read with the
@@ -66,7 +66,7 @@ def _copy_action_value(value):
 def check_metadata(metadata: object) -> dict:
     """The minimum every full message needs: a map with a non-empty ``agents`` list of maps and a ``sequenceId``."""
     if "sequenceId" not in step_fields_of(metadata).top:
-        raise MetadataError("metadata has no 'sequenceId' (spec 5.5)")
+        raise MetadataError("metadata has no 'sequenceId' (protocol.md 5.5)")
     return metadata
 
 
@@ -119,7 +119,7 @@ class ControllerProtocol:
             document.preload()
         top = document.fields.top  # raises MetadataError for a document of the wrong shape
         if "sequenceId" not in top:
-            raise MetadataError("metadata has no 'sequenceId' (spec 5.5)")
+            raise MetadataError("metadata has no 'sequenceId' (protocol.md 5.5)")
         got = top["sequenceId"]
         if got != self.sequence_id:
             raise SequenceIdMismatchError(
@@ -132,7 +132,7 @@ class ControllerProtocol:
         return payload
 
     def accept_patch(self, patch: dict) -> Payload:
-        """Merge a METADATA_PATCH into the previous full metadata (spec 3.6); images are the previous ones.
+        """Merge a METADATA_PATCH into the previous full metadata (protocol.md 3.6); images are the previous ones.
 
         The patch's agent dict is updated, ``activeAgentId`` becomes ``patch["agentId"]``, ``sequenceId`` is the
         last sent one (patches skip the check). Unlike 5.0.0 a missing top-level ``thirdPartyCameras`` is no

@@ -1,5 +1,5 @@
 """The Unity side of the wire: what a player sends and how it reads actions (used by the reference player and
-test fakes). Mirrors spec 2.2-2.4 and 3.4-3.6 so a fake emits the bytes a real Unity build would.
+test fakes). Mirrors protocol.md 2.2-2.4 and 3.4-3.6 so a fake emits the bytes a real Unity build would.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from unirender.protocol.fifo import FORM_NAME_TO_FIELD_TYPE, FieldType, FifoMess
 from unirender.protocol.multipart import build_wwwform
 from unirender.protocol.state import _NumpyAwareEncoder
 
-# Per-agent and per-camera modality order inside one payload (spec 2.4).
+# Per-agent and per-camera modality order inside one payload (protocol.md 2.4).
 AGENT_IMAGE_FIELDS = ("image", "image_depth", "image_normals", "image_ids", "image_classes", "image_flow")
 THIRD_PARTY_IMAGE_FIELDS = (
     "image-thirdParty-camera",
@@ -31,7 +31,7 @@ _METADATA_JSON = _NumpyAwareEncoder(separators=(",", ":"))
 def order_images(
     agents: list[dict[str, bytes]], cameras: list[dict[str, bytes]] = ()
 ) -> list[tuple[str, bytes]]:
-    """Payload order of spec 2.4: every third-party camera (RGB, depth, normals, ids, classes, flow), then every
+    """Payload order of protocol.md 2.4: every third-party camera (RGB, depth, normals, ids, classes, flow), then every
     agent (``image``, depth, normals, ids, classes, flow). Each dict maps form field names to raw buffers."""
     images: list[tuple[str, bytes]] = []
     for camera in cameras:
@@ -68,7 +68,7 @@ def encode_fifo_emission(metadata: dict, images: list[tuple[str, bytes]]) -> byt
 
 
 def encode_fifo_patch(patch: dict) -> bytes:
-    """A fast-path METADATA_PATCH message (spec 3.6): the patch frame and EOM, no images."""
+    """A fast-path METADATA_PATCH message (protocol.md 3.6): the patch frame and EOM, no images."""
     return encode_message([(FieldType.METADATA_PATCH, _pack(patch))])
 
 
@@ -95,7 +95,7 @@ def decode_action_json(body: bytes | memoryview) -> dict:
 
 
 def decode_fifo_action(msg: FifoMessage) -> dict:
-    """Unity's reader: only ACTION frames are allowed; if several came, the last one wins (spec 3.5)."""
+    """Unity's reader: only ACTION frames are allowed; if several came, the last one wins (protocol.md 3.5)."""
     body = None
     for field_type, frame_body in msg.frames:
         if field_type is not FieldType.ACTION:

@@ -89,7 +89,7 @@ class ServiceConfig(BaseModel):
     @property
     def wsgi_threads(self) -> int:
         # Each WSGI player holds one thread in a long poll; each client step holds one: 2 x players + spare
-        # (serving-and-scale.md, "threads >= 2 x long-polls + 4").
+        # (threads >= 2 x long polls + 4, or a long poll can take the last thread: docs/service.md).
         return self.threads or 2 * self.limits.total_players + 8
 
     @property

@@ -1,6 +1,6 @@
 """Run the service on waitress, tuned for this workload, and shut it down cleanly on SIGTERM/SIGINT.
 
-Why waitress (measurements in shared/docs/serving-and-scale.md): pure Python, keep-alive that stays open for
+Why waitress (docs/service.md compares the servers): pure Python, keep-alive that stays open for
 players, a thread pool so a player's long poll never blocks a client, and no request time limit. Settings:
 
 - ``threads = 2 x total_players + 8``: each WSGI player holds a thread in its long poll while its client's step

@@ -27,7 +27,7 @@ Quality = Literal[
 
 BUILTIN = "builtin"
 
-# Initialize flags per modality (spec 6.5). rgb is always rendered by the player: no flag to set.
+# Initialize flags per modality (protocol.md 6.5). rgb is always rendered by the player: no flag to set.
 MODALITY_INITIALIZE_FLAG: dict[str, str | None] = {
     "rgb": None,
     "depth": "renderDepthImage",
@@ -373,7 +373,7 @@ class JobSpec(_Strict):
                 f"environment.initialize.{shadowed[0]}", "set by render.modalities; remove it here"
             )
         if not self.environment.is_builtin and "flow" in self.render.modalities and self.render.cameras:
-            # AI2-THOR builds never fill third-party flow (spec 4.2): a camera could not deliver it.
+            # AI2-THOR builds never fill third-party flow (protocol.md 4.2): a camera could not deliver it.
             raise _FieldError(
                 "render.modalities",
                 "'flow' cannot be produced for third-party cameras by a Unity build; drop 'flow' or the "

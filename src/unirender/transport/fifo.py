@@ -1,6 +1,6 @@
-"""FIFO transport (spec 3): two named pipes in a private temp dir.
+"""FIFO transport (protocol.md 3): two named pipes in a private temp dir.
 
-``server.pipe`` carries player -> us, ``client.pipe`` us -> player. Open order (spec 3.2): we open server.pipe for
+``server.pipe`` carries player -> us, ``client.pipe`` us -> player. Open order (protocol.md 3.2): we open server.pipe for
 reading before we ever open client.pipe for writing, both non-blocking with a deadline, so a player that never
 starts is a timeout, not 5.0.0's endless ``open()``. Every wait also watches the child (a pidfd in the same
 ``poll``), and EOF on server.pipe is reported at once as a crash, not busy-spun until the timeout.
@@ -170,7 +170,7 @@ class FifoServer(Transport):
         if self._read_fd is None:
             raise RuntimeError("FifoServer.send() before start()")
         if not self._connected:
-            raise RuntimeError("FifoServer.send() before the player's first message (spec 3.2 open order)")
+            raise RuntimeError("FifoServer.send() before the player's first message (protocol.md 3.2 open order)")
         deadline = time.monotonic() + self.open_timeout
         while True:
             try:

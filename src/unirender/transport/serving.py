@@ -1,7 +1,7 @@
 """How a player hub (and the service around one) runs on waitress: the channel tuned for Unity players, its
 settings, and the connection policy.
 
-Why waitress and how it is tuned (``shared/docs/serving-and-scale.md``): it keeps HTTP/1.1 connections alive and
+Why waitress and how it is tuned (docs/service.md): it keeps HTTP/1.1 connections alive and
 never adds ``Connection: close`` (werkzeug's server does, which breaks Unity); every ``/train`` blocks a worker
 thread until the controller's next action, so threads = 2 x players + 4; frames of several MiB must stay in memory
 (``outbuf_overflow``/``inbuf_overflow``), and an idle Unity socket between episodes must not be dropped.

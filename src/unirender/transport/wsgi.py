@@ -1,11 +1,11 @@
-"""WSGI transport (spec 2): the player POSTs its result to ``/train``; the response body is our next action.
+"""WSGI transport (protocol.md 2): the player POSTs its result to ``/train``; the response body is our next action.
 
 A :class:`WsgiTransport` (AI2-THOR's name: ``WsgiServer``, kept as an alias) is one player's end on a
 :class:`PlayerHub`, which is the server. The hub talks to it only through the public
 :class:`~unirender.transport.hub.HubChannel` methods: its request thread calls :meth:`deliver` with the parsed
 form and blocks on a per-request reply slot; :meth:`receive` takes the form, :meth:`send` fills that slot, so an
-action can never go to a later request than the one it answers (the long-poll gotcha of
-``serving-and-scale.md``). A Reset's new TCP connection simply arrives as the next request.
+action can never go to a later request than the one it answers (docs/protocol.md 2.8). A Reset's new TCP
+connection simply arrives as the next request.
 """
 
 from __future__ import annotations
