@@ -77,9 +77,14 @@ class SB3VecEnv(VecEnv):
         self._actions = np.asarray(actions)
 
     def step_wait(self):
-        obs, rewards, terminations, truncations, infos = self.venv.step(self._actions)
+        step_per_env = getattr(self.venv, "step_per_env", None)  # UnityVectorEnv: infos already per env
+        if step_per_env is not None:
+            obs, rewards, terminations, truncations, per_env = step_per_env(self._actions)
+            per_env = [dict(info) for info in per_env]
+        else:
+            obs, rewards, terminations, truncations, infos = self.venv.step(self._actions)
+            per_env = split_vector_info(infos, self.num_envs)
         dones = terminations | truncations
-        per_env = split_vector_info(infos, self.num_envs)
         for i in np.flatnonzero(dones):
             reset_info = per_env[i]
             final_obs = reset_info.pop("final_obs")

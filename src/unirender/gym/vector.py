@@ -107,6 +107,15 @@ class UnityVectorEnv(VectorEnv):
         return self._batch(), infos
 
     def step(self, actions):
+        obs, rewards, terminations, truncations, per_env = self.step_per_env(actions)
+        infos: dict = {}
+        for i, info in enumerate(per_env):
+            infos = self._add_info(infos, info, i)
+        return obs, rewards, terminations, truncations, infos
+
+    def step_per_env(self, actions):
+        """:meth:`step` with one plain info dict per env (``final_obs``/``final_info`` in it when ``SAME_STEP``
+        reset that env): what Stable-Baselines3 wants, without Gymnasium's batched infos and the split back."""
         actions = np.asarray(actions)
         if actions.shape != (self.num_envs,):
             raise ValueError(f"expected {self.num_envs} actions, got shape {actions.shape}")
@@ -117,14 +126,12 @@ class UnityVectorEnv(VectorEnv):
         rewards = np.array([r[1] for r in results], dtype=np.float64)
         terminations = np.array([r[2] for r in results], dtype=bool)
         truncations = np.array([r[3] for r in results], dtype=bool)
-        infos: dict = {}
+        per_env = []
         for i, (obs, _, _, _, info, final) in enumerate(results):
             self._env_obs[i] = obs
-            if final is not None:
-                infos = self._add_info(infos, {"final_obs": final[0], "final_info": final[1]}, i)
-            infos = self._add_info(infos, info, i)
+            per_env.append({"final_obs": final[0], "final_info": final[1], **info} if final is not None else info)
         self._autoreset = terminations | truncations
-        return self._batch(), rewards, terminations, truncations, infos
+        return self._batch(), rewards, terminations, truncations, per_env
 
     def render(self):
         return tuple(env.render() for env in self.envs)
