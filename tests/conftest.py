@@ -1,6 +1,8 @@
 """Suite-wide settings: keep everything local and quiet."""
 
+import atexit
 import os
+import shutil
 import tempfile
 
 # Before anything imports grpc: its fork handlers would restart threads in a forked child that close_fds then
@@ -12,6 +14,7 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 if not os.environ.get("XDG_RUNTIME_DIR"):
     os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="unirender-xdg-")
     os.chmod(os.environ["XDG_RUNTIME_DIR"], 0o700)
+    atexit.register(shutil.rmtree, os.environ["XDG_RUNTIME_DIR"], ignore_errors=True)
 
 import pytest  # noqa: E402
 
@@ -19,8 +22,9 @@ import pytest  # noqa: E402
 @pytest.fixture(scope="session", autouse=True)
 def _player_logs_in_pytest_tmp(tmp_path_factory):
     """Player logs of the whole run go under pytest's temp dir (pytest keeps the last three runs), not into
-    the user's ~/.unirender/log."""
+    the user's ~/.unirender/log; so do Stable-Baselines3's logger folders (else a /tmp/SB3-<time> per model)."""
     os.environ.setdefault("UNIRENDER_LOG_DIR", str(tmp_path_factory.mktemp("player-logs")))
+    os.environ.setdefault("SB3_LOGDIR", str(tmp_path_factory.mktemp("sb3-logs")))
 
 
 @pytest.fixture(scope="session", autouse=True)
