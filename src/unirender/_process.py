@@ -82,14 +82,19 @@ os.register_at_fork(after_in_child=_new_spawner_after_fork)
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether a process with this pid exists (owned by anyone)."""
+    """Whether a process with this pid runs (owned by anyone). A zombie does not: its files and sockets are
+    closed already, and an orphan's zombie can wait a while for whoever reaps it."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True  # no /proc: the signal check is all we have
 
 
 def signal_name(returncode: int | None) -> str | None:

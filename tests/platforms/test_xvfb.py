@@ -28,7 +28,7 @@ OWNER = """
 import sys, time
 from unirender.platforms.xvfb import acquire_virtual_display
 d = acquire_virtual_display(320, 240)
-print(d.number, d.process.pid, flush=True)
+print(d.number, d.process.pid, d.log_dir, flush=True)
 time.sleep(600)
 """
 
@@ -55,11 +55,11 @@ def _start_owner() -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True)
 
 
-def _read_owner(owner: subprocess.Popen) -> tuple[int, int]:
+def _read_owner(owner: subprocess.Popen) -> tuple[int, int, str]:
     ready, _, _ = select.select([owner.stdout], [], [], 60)
     assert ready, "owner process printed nothing"
-    number, pid = owner.stdout.readline().split()
-    return int(number), int(pid)
+    number, pid, log_dir = owner.stdout.readline().split()
+    return int(number), int(pid), log_dir
 
 
 def _assert_clean(number: int, xvfb_pid: int) -> None:
@@ -84,11 +84,14 @@ def test_stop_leaves_nothing():
 def test_owner_death_takes_xvfb_and_its_files_along(sig):
     owner = _start_owner()
     try:
-        number, pid = _read_owner(owner)
-        assert handshake(number) is None
+        number, pid, log_dir = _read_owner(owner)
+        assert handshake(number) is None and os.path.isdir(log_dir)
         owner.send_signal(sig)
         owner.wait(30)
         _assert_clean(number, pid)
+        clean_stale_displays()  # what the next start does: the dead owner's log folder goes with its record
+        assert not os.path.exists(log_dir)
+        assert not os.path.exists(os.path.join(RECORD_DIR, f"X{number}"))
     finally:
         owner.kill()
         owner.wait()
@@ -98,7 +101,7 @@ def test_owner_death_takes_xvfb_and_its_files_along(sig):
 def test_parallel_starts_get_distinct_displays():
     owners = [_start_owner(), _start_owner()]
     try:
-        (n1, p1), (n2, p2) = [_read_owner(o) for o in owners]
+        (n1, p1, _), (n2, p2, _) = [_read_owner(o) for o in owners]
         assert n1 != n2
         assert handshake(n1) is None and handshake(n2) is None
     finally:
@@ -117,7 +120,7 @@ def test_killed_xvfb_leftovers_are_cleaned_on_next_start():
     display.process.wait()
     assert os.path.exists(display.socket_path) and handshake(number) is not None
     assert number in clean_stale_displays()
-    assert not os.path.exists(display.socket_path)
+    assert not os.path.exists(display.socket_path) and not os.path.exists(display.log_dir)
     display.stop()
 
 

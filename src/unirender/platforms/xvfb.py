@@ -113,11 +113,24 @@ RECORD_DIR = os.path.join(tempfile.gettempdir(), f"unirender-xvfb-{os.getuid()}"
 
 
 def _read_pid(path: str) -> int | None:
+    """The pid on the first line of a lock file or one of our records."""
     try:
         with open(path) as f:
-            return int(f.read().strip())
+            return int(f.readline().strip())
     except (OSError, ValueError):
         return None
+
+
+def _recorded_log_dir(record: str) -> str | None:
+    """The log folder a record names (its second line), if it is one of ours under the temp dir."""
+    try:
+        with open(record) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    path = lines[1] if len(lines) > 1 else ""
+    ours = os.path.join(tempfile.gettempdir(), "unirender-xvfb-")
+    return path if path.startswith(ours) and os.sep not in path[len(ours):] else None
 
 
 def _socket_refuses(number: int) -> bool:
@@ -153,14 +166,18 @@ def _remove_files_of(number: int, pid: int) -> None:
         _unlink(f"{X11_SOCKET_DIR}/X{number}")
     record = os.path.join(RECORD_DIR, f"X{number}")
     if _read_pid(record) == pid:
+        # An owner that died without stop() (SIGKILL) leaves the log folder: it goes with the record.
+        log_dir = _recorded_log_dir(record)
+        if log_dir is not None:
+            shutil.rmtree(log_dir, ignore_errors=True)
         _unlink(record)
 
 
-def _write_record(number: int, pid: int) -> None:
+def _write_record(number: int, pid: int, log_dir: str) -> None:
     os.makedirs(RECORD_DIR, mode=0o700, exist_ok=True)
     tmp = os.path.join(RECORD_DIR, f".X{number}.{os.getpid()}")
     with open(tmp, "w") as f:
-        f.write(f"{pid}\n")
+        f.write(f"{pid}\n{log_dir}\n")
     os.replace(tmp, os.path.join(RECORD_DIR, f"X{number}"))
 
 
@@ -254,7 +271,7 @@ def _spawn(argv: list[str], screens: list[ScreenSpec], timeout: float) -> Virtua
         os.close(read_fd)
         if write_fd >= 0:
             os.close(write_fd)
-    _write_record(number, proc.pid)
+    _write_record(number, proc.pid, log_dir)
     log.info("started Xvfb :%d (pid %d, screens %s)", number, proc.pid, [s.arg() for s in screens])
     return VirtualDisplay(number=number, screens=list(screens), process=proc, log_dir=log_dir)
 
