@@ -177,3 +177,27 @@ def test_forked_child_does_not_stop_the_parents_display():
         assert display.alive() and handshake(display.number) is None
     finally:
         display.release()
+
+
+def test_a_reused_display_number_takes_the_old_records_log_folder_along():
+    """A record overwritten for a reused display number (its server died before any sweep ran) must not orphan
+    the old server's log folder."""
+    import tempfile
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    old_dir = tempfile.mkdtemp(prefix="unirender-xvfb-")
+    new_dir = tempfile.mkdtemp(prefix="unirender-xvfb-")
+    record = os.path.join(RECORD_DIR, "X9999")
+    try:
+        xvfb._write_record(9999, dead.pid, old_dir)
+        xvfb._write_record(9999, os.getpid(), new_dir)
+        assert not os.path.exists(old_dir) and os.path.isdir(new_dir)
+        with open(record) as f:
+            assert f.read().splitlines() == [str(os.getpid()), new_dir]
+    finally:
+        for path in (old_dir, new_dir):
+            if os.path.isdir(path):
+                os.rmdir(path)
+        if os.path.exists(record):
+            os.unlink(record)

@@ -175,6 +175,13 @@ def _remove_files_of(number: int, pid: int) -> None:
 
 def _write_record(number: int, pid: int, log_dir: str) -> None:
     os.makedirs(RECORD_DIR, mode=0o700, exist_ok=True)
+    previous = os.path.join(RECORD_DIR, f"X{number}")
+    if _read_pid(previous) not in (None, pid):
+        # Display numbers are reused: the server this record named is gone (ours holds :number now), and
+        # without this its log folder would outlive the record we are about to overwrite.
+        stale = _recorded_log_dir(previous)
+        if stale is not None and stale != log_dir:
+            shutil.rmtree(stale, ignore_errors=True)
     tmp = os.path.join(RECORD_DIR, f".X{number}.{os.getpid()}")
     with open(tmp, "w") as f:
         f.write(f"{pid}\n{log_dir}\n")
