@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -182,8 +183,6 @@ def test_forked_child_does_not_stop_the_parents_display():
 def test_a_reused_display_number_takes_the_old_records_log_folder_along():
     """A record overwritten for a reused display number (its server died before any sweep ran) must not orphan
     the old server's log folder."""
-    import tempfile
-
     dead = subprocess.Popen(["true"])
     dead.wait()
     old_dir = tempfile.mkdtemp(prefix="unirender-xvfb-")
