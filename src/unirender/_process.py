@@ -284,3 +284,20 @@ class RestartBudget:
 
     def describe(self) -> str:
         return f"{len(self)} restart(s) within {self.window_s:g} s (max_restarts={self.max_restarts})"
+
+
+class RestartWindow:
+    """``restart_window_s`` for a controller with a ``restarts`` :class:`RestartBudget`."""
+
+    restarts: RestartBudget
+
+    @property
+    def restart_window_s(self) -> float:
+        """The rolling window ``max_restarts`` counts restarts in (seconds)."""
+        return self.restarts.window_s
+
+    @restart_window_s.setter
+    def restart_window_s(self, seconds: float) -> None:
+        self.restarts.window_s = float(seconds)
+
+

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from unirender._process import ManagedProcess, RestartBudget, in_terminal_foreground
+from unirender._process import ManagedProcess, RestartBudget, RestartWindow, in_terminal_foreground
 from unirender.errors import ActionError, PlayerCrashedError, PlayerError, RestartError
 from unirender.protocol import ProtocolError, build_event
 from unirender.protocol.images import parse_depth_format
@@ -46,7 +46,15 @@ def default_log_dir() -> Path:
     return Path(os.environ.get("UNIRENDER_LOG_DIR") or Path.home() / ".unirender" / "log")
 
 
-class Controller:
+def new_log_path(log_dir: str | os.PathLike | None, kind: str) -> str:
+    """A fresh ``<kind>-<time>-<pid>-<n>.log`` under ``log_dir`` (default :func:`default_log_dir`), which is
+    created; one per launched player, whichever protocol it speaks."""
+    root = Path(log_dir) if log_dir is not None else default_log_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    return str(root / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{next(_log_counter)}.log")
+
+
+class Controller(RestartWindow):
     """One player process and its transport. See the module doc and ``docs/internals.md``."""
 
     stop_grace_s = 2.0  # SIGTERM, then SIGKILL after this long
@@ -118,10 +126,7 @@ class Controller:
         self.restarts = RestartBudget(max_restarts)  # max_restarts counts restarts within a rolling 600 s
         self._scenes_in_build: list[str] | None = None
         self._stopped = False
-        log_root = Path(log_dir) if log_dir is not None else default_log_dir()
-        log_root.mkdir(parents=True, exist_ok=True)
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        self.log_path = str(log_root / f"player-{stamp}-{os.getpid()}-{next(_log_counter)}.log")
+        self.log_path = new_log_path(log_dir, "player")
         try:
             self.resolution = self._resolve_platform() if self.start_unity else None
             self._launch()
@@ -129,15 +134,6 @@ class Controller:
         except BaseException:
             self.stop()
             raise
-
-    @property
-    def restart_window_s(self) -> float:
-        """The rolling window ``max_restarts`` counts restarts in (seconds)."""
-        return self.restarts.window_s
-
-    @restart_window_s.setter
-    def restart_window_s(self, seconds: float) -> None:
-        self.restarts.window_s = float(seconds)
 
     # -- public API -------------------------------------------------------------------------------------------
     @property
@@ -210,7 +206,7 @@ class Controller:
         return resolve(request, platform=self.platform_choice or "auto")
 
     def unity_args(self) -> list[str]:
-        """Spec 6.2: the size/quality flags (or ``-batchmode -nographics`` headless), then the platform's args
+        """protocol.md 6.2: the size/quality flags (or ``-batchmode -nographics`` headless), then the platform's args
         (``-force-device-index N``)."""
         if self.headless:
             args = ["-batchmode", "-nographics"]
@@ -259,7 +255,7 @@ class Controller:
         self._set_event(self.transport.receive(self.server_start_timeout))
 
     def _start_sequence(self) -> None:
-        """Spec 6.4: fix the size (CloudRendering ignores -screen-*), then load the scene and Initialize."""
+        """protocol.md 6.4: fix the size (CloudRendering ignores -screen-*), then load the scene and Initialize."""
         self._fix_screen()
         if self.scene is not None:
             self._reset(self.scene)

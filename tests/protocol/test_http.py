@@ -14,7 +14,7 @@ from unirender.protocol.http import (
 )
 
 CT = 'multipart/form-data; boundary="0123456789012345678901234567890123456789"'
-# Spec 2.2 by hand: request line, Content-Length, then the one WWWForm header; no Host/Connection/Expect.
+# protocol.md 2.2 by hand: request line, Content-Length, then the one WWWForm header; no Host/Connection/Expect.
 HAND_REQUEST = (
     b"POST /train HTTP/1.1\r\n"
     b"Content-Length: 5\r\n"

@@ -317,7 +317,7 @@ def test_stop_releases_a_blocked_request_with_an_empty_action(path):
 
 
 def test_each_response_leaves_in_one_send(hub_wsgi, monkeypatch):
-    """Spec 2.7: head and body in one write (waitress alone would send them as two segments; the direct path
+    """protocol.md 2.7: head and body in one write (waitress alone would send them as two segments; the direct path
     writes ``build_response``'s one buffer with one ``sendall``)."""
     wsgi = hub_wsgi
     channel_class = wsgi.hub._server.channel_class

@@ -9,22 +9,19 @@ per-session file; a crash is reported within a second with the log's last lines 
 
 from __future__ import annotations
 
-import itertools
 import os
 import sys
-import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from unirender._process import RestartBudget
+from unirender._process import RestartBudget, RestartWindow
 from unirender.errors import PlayerCrashedError, PlayerError, RestartError
 
 BUILTIN = "builtin"
 EDITOR_PORT = 5004  # where ML-Agents' Editor and players without --mlagents-port look for a trainer
-_log_counter = itertools.count()
 
 
-class MLAgentsController:
+class MLAgentsController(RestartWindow):
     """One ML-Agents player and its communicator. See ``docs/mlagents.md``.
 
     ``executable``: a Unity build, ``"builtin"`` (the reference player) or None (wait on ``port``, default 5004,
@@ -57,7 +54,7 @@ class MLAgentsController:
         env: Mapping[str, str] | None = None,
         log_dir: str | os.PathLike | None = None,
     ):
-        from unirender.controller import default_log_dir
+        from unirender.controller import new_log_path
         from unirender.protocol.mlagents.side_channels import Sampler
         from unirender.protocol.mlagents.versions import check_layout
         from unirender.transport.grpc import DEFAULT_MAX_MESSAGE_BYTES
@@ -93,10 +90,7 @@ class MLAgentsController:
         self._queued: list = []  # side-channel records for the next message
         self._closed = False
         self._needs_reset = True
-        log_root = Path(log_dir) if log_dir is not None else default_log_dir()
-        log_root.mkdir(parents=True, exist_ok=True)
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        self.log_path = str(log_root / f"mlagents-{stamp}-{os.getpid()}-{next(_log_counter)}.log")
+        self.log_path = new_log_path(log_dir, "mlagents")
         try:
             if not self.editor:
                 self.resolution = self._resolve_platform()
@@ -104,15 +98,6 @@ class MLAgentsController:
         except BaseException:
             self.close()
             raise
-
-    @property
-    def restart_window_s(self) -> float:
-        """The rolling window ``max_restarts`` counts restarts in (seconds)."""
-        return self.restarts.window_s
-
-    @restart_window_s.setter
-    def restart_window_s(self, seconds: float) -> None:
-        self.restarts.window_s = float(seconds)
 
     # -- public API -------------------------------------------------------------------------------------------
     @property

@@ -66,7 +66,7 @@ class Platform:
         raise NotImplementedError
 
     def validate(self, request: PlatformRequest) -> list[str]:
-        """Spec 7.1: the list of errors; empty means usable."""
+        """protocol.md 7.1: the list of errors; empty means usable."""
         a = self.assess(request)
         return [] if a.usable else (a.reasons or [f"{self.name} is not usable"])
 
@@ -86,7 +86,7 @@ class Platform:
         return list(self.assess(request).args)
 
     def executable_path(self, base_dir: str | os.PathLike, name: str) -> Path:
-        """Spec 6.1: ``<base_dir>/<name>`` for Linux builds."""
+        """protocol.md 6.1: ``<base_dir>/<name>`` for Linux builds."""
         return Path(base_dir) / name
 
     def _not_applicable(self, request: PlatformRequest, why: str | None = None) -> Assessment:
