@@ -313,6 +313,19 @@ def realistic(steps: int) -> dict[str, list[dict]]:
                 proc.wait()
 
 
+def latency_tables(lat: dict[str, list[dict]]) -> list[str]:
+    """One Markdown table per label: p50/p90/mean and p50 over local (blank where a figure is missing)."""
+    lines = []
+    for label, rows in lat.items():
+        lines += [f"### {label}", "", "| path | p50 | p90 | mean | over local (p50) |", "|---|---|---|---|---|"]
+        for r in rows:
+            cells = [("" if v != v else f"{v:.2f}") for v in (r["p50_ms"], r["p90_ms"], r["mean_ms"])]
+            over = "" if r["over_local_ms"] != r["over_local_ms"] else f"{r['over_local_ms']:+.2f}"
+            lines.append(f"| {r['path']} | {' | '.join(cells)} | {over} |")
+        lines.append("")
+    return lines
+
+
 def realistic_report(lat: dict[str, list[dict]], steps: int) -> list[str]:
     lines = [
         f"## Realistic metadata: per-step latency, {steps} steps per path, interleaved (ms)",
@@ -323,13 +336,7 @@ def realistic_report(lat: dict[str, list[dict]], steps: int) -> list[str]:
         "with like (frames with frames, keys with keys).",
         "",
     ]
-    for label, rows in lat.items():
-        lines += [f"### {label}", "", "| path | p50 | p90 | mean | over local (p50) |", "|---|---|---|---|---|"]
-        for r in rows:
-            cells = [("" if v != v else f"{v:.2f}") for v in (r["p50_ms"], r["p90_ms"], r["mean_ms"])]
-            over = "" if r["over_local_ms"] != r["over_local_ms"] else f"{r['over_local_ms']:+.2f}"
-            lines.append(f"| {r['path']} | {' | '.join(cells)} | {over} |")
-        lines.append("")
+    lines += latency_tables(lat)
     over = {label: next(r for r in rows if r["path"] == "HTTP msgpack, frames")["over_local_ms"]
             for label, rows in lat.items()}
     lines += ["Target: msgpack adds <= 2.0 ms over local with realistic metadata (frames): " + ", ".join(
@@ -355,12 +362,7 @@ def write_report(path: Path, lat: dict[str, list[dict]], tput: list[dict], args,
         "encoding, and the rest (HTTP both ways, the client's request and decode, thread hand-offs).",
         "",
     ]
-    for label, rows in lat.items():
-        lines += [f"### {label}", "", "| path | p50 | p90 | mean | over local (p50) |", "|---|---|---|---|---|"]
-        for r in rows:
-            over = "" if r["over_local_ms"] != r["over_local_ms"] else f"{r['over_local_ms']:+.2f}"
-            lines.append(f"| {r['path']} | {r['p50_ms']:.2f} | {r['p90_ms']:.2f} | {r['mean_ms']:.2f} | {over} |")
-        lines.append("")
+    lines += latency_tables(lat)
     msgpack_over = {label: next(r for r in rows if r["path"] == "HTTP msgpack")["over_local_ms"]
                     for label, rows in lat.items()}
     lines += ["Target: msgpack adds <= 1.5 ms over local: " + ", ".join(

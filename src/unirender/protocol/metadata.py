@@ -100,24 +100,23 @@ def scan_step_fields(raw, format: str) -> StepFields | None:
     agents = doc.agents
     if agents is _UNSET or not agents:
         return None  # the full decode reports it with the usual message
-    top = {}
-    for key in TOP_STEP_KEYS:
-        value = getattr(doc, key)
+    top = _step_scalars(doc, TOP_STEP_KEYS)
+    per_agent = [_step_scalars(agent, AGENT_STEP_KEYS) for agent in agents]
+    if top is None or None in per_agent:
+        return None
+    return StepFields(top, per_agent)
+
+
+def _step_scalars(obj, keys) -> dict | None:
+    """The present ``keys`` of a scanned struct; None when one of them is not a plain scalar."""
+    fields = {}
+    for key in keys:
+        value = getattr(obj, key)
         if value is not _UNSET:
             if type(value) not in _SCALARS:
                 return None
-            top[key] = value
-    per_agent = []
-    for agent in agents:
-        fields = {}
-        for key in AGENT_STEP_KEYS:
-            value = getattr(agent, key)
-            if value is not _UNSET:
-                if type(value) not in _SCALARS:
-                    return None
-                fields[key] = value
-        per_agent.append(fields)
-    return StepFields(top, per_agent)
+            fields[key] = value
+    return fields
 
 
 def step_fields_of(metadata: object) -> StepFields:
