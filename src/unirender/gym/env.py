@@ -223,9 +223,12 @@ class UnityEnv(gymnasium.Env):
 
     @staticmethod
     def _info(event: Any, action: dict | None) -> dict:
-        metadata = event.metadata if event is not None else {}
+        if event is None:
+            success, error = True, ""
+        else:  # step keys: read without decoding the rest of the metadata (~0.4 ms at AI2-THOR sizes)
+            success, error = event.peek_metadata("lastActionSuccess", True), event.peek_metadata("errorMessage")
         return {
-            "last_action_success": bool(metadata.get("lastActionSuccess", True)),
-            "error_message": str(metadata.get("errorMessage") or ""),
+            "last_action_success": bool(success),
+            "error_message": str(error or ""),
             "action": action["action"] if action else "",
         }

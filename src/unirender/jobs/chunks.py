@@ -56,9 +56,33 @@ def _plain(value: Any):
     raise TypeError(f"cannot store {type(value).__name__} in frame metadata")
 
 
+class PackedMap(bytes):
+    """A metadata map that is msgpack already (the player's bytes as received, ``Event.metadata_msgpack``): a
+    chunk splices it in as it is, so writing a frame's metadata costs no decode/re-encode round trip."""
+
+    def unpack(self) -> dict[str, Any]:
+        return msgpack.unpackb(self, raw=False, strict_map_key=False)
+
+
 def encode_records(records: list[dict[str, Any]]) -> bytes:
-    packed = msgpack.packb(records, default=_plain, use_bin_type=True)
+    if any(isinstance(value, PackedMap) for record in records for value in record.values()):
+        packed = _pack_spliced(records)
+    else:
+        packed = msgpack.packb(records, default=_plain, use_bin_type=True)
     return zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(packed)
+
+
+def _pack_spliced(records: list[dict[str, Any]]) -> bytes:
+    """``msgpack.packb(records)`` with each :class:`PackedMap` value written as its own bytes: msgpack values are
+    self-delimiting, so a list of maps is its header followed by each map's header and packed key/value pairs."""
+    packer = msgpack.Packer(default=_plain, use_bin_type=True)
+    parts = [packer.pack_array_header(len(records))]
+    for record in records:
+        parts.append(packer.pack_map_header(len(record)))
+        for key, value in record.items():
+            parts.append(packer.pack(key))
+            parts.append(bytes(value) if isinstance(value, PackedMap) else packer.pack(value))
+    return b"".join(parts)
 
 
 def decode_records(data: bytes) -> list[dict[str, Any]]:

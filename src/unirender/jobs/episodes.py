@@ -61,7 +61,7 @@ def _step(controller, action: dict[str, Any]):
 
 
 def _success(event) -> bool:
-    return bool(event.metadata.get("lastActionSuccess", True))
+    return bool(event.peek_metadata("lastActionSuccess", True))  # a step key: read without decoding the rest
 
 
 def reachable_positions(controller) -> list[dict[str, float]]:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from unirender.jobs.chunks import select_metadata
+from unirender.jobs.chunks import PackedMap, select_metadata
 from unirender.jobs.episodes import frames_to_record
 from unirender.jobs.writers import EpisodeWriter
 from unirender.spec import OutputSpec, RenderSpec
@@ -91,10 +91,21 @@ class WriteBehind:
                         frames, metadata = self.select(event, self.output)
                     else:
                         frames = frames_to_record(event, self.render)
-                        metadata = select_metadata(dict(event.metadata), self.output.metadata)
+                        metadata = frame_metadata(event, self.output.metadata)
                     record = self.writer.add(index, frames, metadata)
                     if self.annotate is not None:
                         self.annotate(event, record)
             except BaseException as exc:
                 self._error = exc
             self.busy_s += time.perf_counter() - start
+
+
+def frame_metadata(event: Any, keep: str | list[str]) -> dict[str, Any] | PackedMap:
+    """What a frame record stores of an AI2-THOR event's metadata under ``output.metadata``: with ``all``, the
+    player's own msgpack bytes when the event still has them (nothing decoded or re-encoded; a WSGI player's JSON is
+    converted once), else the decoded dict with the keys ``keep`` selects."""
+    if keep == "all":
+        packed = event.metadata_msgpack() if hasattr(event, "metadata_msgpack") else None
+        if packed is not None:
+            return PackedMap(packed)
+    return select_metadata(dict(event.metadata), keep)

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from unirender.jobs.atomic import temp_path_for, write_atomic
+from unirender.jobs.chunks import PackedMap
 from unirender.jobs.encoding import DEPTH16_SCALE, dumps_json, encode_array
 from unirender.spec.models import OutputSpec
 
@@ -232,6 +233,8 @@ class WebDatasetEpisodeWriter(_ShardedEpisodeWriter):
             name = f"{sample}.{safe_name(key)}.{ext}"
             self._add_member(name, data)
             files[key] = name
+        if isinstance(metadata, PackedMap):
+            metadata = metadata.unpack()
         self._add_member(f"{sample}.json", dumps_json(metadata).encode())
         return files
 
