@@ -22,6 +22,7 @@ Targets: overhead <= 25 % with npz; 2 workers >= 1.3x the frames/s of one.
   sweep, manifest) written by the code at 10,000 and 100,000 frames (target: under 1 s at 100,000);
 * frames redone after a SIGKILL at random frames inside one long generator episode (``unirender render`` in
   a subprocess), against the chunk size (target: at most one chunk);
+* CPU per frame to write a frame's metadata: decoded and re-packed vs the player's bytes spliced in;
 * one grid episode on 1 and 2 nodes of a local Ray cluster (loopback), frames/s side by side.
 
     python benchmarks/jobs.py --datasets [--every 4] [--kills 3] [--md FILE]
@@ -332,6 +333,41 @@ def frames_redone(kills: int, tmp: Path) -> list[str]:
     return lines
 
 
+def metadata_write_cost(frames: int = 100, rounds: int = 7) -> list[str]:
+    """CPU per frame to turn a frame's metadata into its chunk's bytes, side by side: decoded and re-packed (as jobs
+    did) vs the player's bytes spliced in as received (``frame_metadata``), for a FIFO (msgpack) and a WSGI (JSON)
+    reference player. Events are captured once, then copied by pickling (which keeps them undecoded)."""
+    import pickle
+    import statistics
+
+    from unirender.controller import Controller
+    from unirender.jobs.chunks import encode_records, select_metadata
+    from unirender.jobs.write_behind import frame_metadata
+
+    def decoded(event):
+        return select_metadata(dict(event.metadata), "all")
+
+    lines = ["### Writing a frame's metadata: decode + re-pack vs the player's bytes spliced in", "",
+             "| player | metadata bytes per frame | decode + re-pack ms/frame | spliced ms/frame | ratio |",
+             "|---|---:|---:|---:|---:|"]  # fmt: skip
+    for server in ("fifo", "wsgi"):
+        with Controller(executable="builtin", platform="EGL", width=64, height=64, server=server,
+                        scene="FloorPlan201_physics") as controller:  # fmt: skip
+            events = [pickle.dumps(controller.step(action="RotateRight", degrees=7)) for _ in range(frames)]
+        size = statistics.mean(len(pickle.loads(e).metadata_document.raw) for e in events)
+        times: dict[str, list[float]] = {"old": [], "new": []}
+        for r in range(rounds):
+            for kind in (("old", "new") if r % 2 else ("new", "old")):
+                fresh = [pickle.loads(e) for e in events]
+                start = time.process_time()
+                stored = [decoded(e) if kind == "old" else frame_metadata(e, "all") for e in fresh]
+                encode_records([{"index": i, "metadata": m} for i, m in enumerate(stored)])
+                times[kind].append((time.process_time() - start) * 1000 / frames)
+        old, new = statistics.median(times["old"]), statistics.median(times["new"])
+        lines.append(f"| {server} | {size:,.0f} | {old:.3f} | {new:.3f} | {old / new:.1f}x |")
+    return lines + [""]
+
+
 def ray_nodes(tmp: Path, every: int) -> list[str]:
     """One grid episode with 1 and 2 players on a 2-node local Ray cluster (one player slot per node)."""
     try:
@@ -387,6 +423,7 @@ def datasets(args) -> int:
         size_lines, _ = metadata_sizes(args.every, tmp)
         lines += size_lines
         lines += frames_redone(args.kills, tmp)
+        lines += metadata_write_cost()
         lines += ray_nodes(tmp, args.every * 2)
         lines.append(f"load average after: {os.getloadavg()[0]:.1f}")
     finally:
