@@ -95,10 +95,12 @@ def test_service_wire_is_the_shared_module():
 
 @settings(max_examples=40, deadline=None)
 @given(frames=st.dictionaries(st.sampled_from(["frame", "depth_frame"]), frame(), max_size=2),
-       many=st.booleans(), packed=st.booleans())
+       many=st.booleans(), packed=st.sampled_from(["dict", "msgpack", "json"]))
 def test_lazy_msgpack_documents_decode_metadata_on_first_read(frames, many, packed):
-    """The client's path: each event's metadata stays bytes until read; forwarded (``PackedMsgpack``) or packed
-    here, it reads back the same."""
+    """The client's path: each event's metadata stays bytes until read; forwarded (``PackedMsgpack``, or a WSGI
+    player's JSON text as ``metadata_json``) or packed here, it reads back the same."""
+    import json
+
     import msgpack
 
     from unirender.protocol.event import Event
@@ -106,7 +108,10 @@ def test_lazy_msgpack_documents_decode_metadata_on_first_read(frames, many, pack
 
     meta = {"lastActionSuccess": True, "screenWidth": 7, "screenHeight": 5, "agent": {"position": {"x": 1.5}}, "objects": [{"a": 1}],
             "frames": "metadata keys are not frames"}
-    doc = {"metadata": wire.PackedMsgpack(msgpack.packb(meta)) if packed else meta, "frames": frames}
+    if packed == "json":
+        doc = {wire.METADATA_JSON: json.dumps(meta).encode(), "frames": frames}
+    else:
+        doc = {"metadata": wire.PackedMsgpack(msgpack.packb(meta)) if packed == "msgpack" else meta, "frames": frames}
     content_type, body = wire.encode_document({"events": [doc, doc]} if many else doc, wire.MSGPACK)
     out = wire.decode_document(content_type, body, lazy_metadata=True)
     for event_doc in out["events"] if many else [out]:
@@ -117,7 +122,8 @@ def test_lazy_msgpack_documents_decode_metadata_on_first_read(frames, many, pack
         assert event.metadata == meta and document.decoded
         for name, array in frames.items():
             assert np.array_equal(event_doc["frames"][name], array, equal_nan=array.dtype.kind == "f")
-    assert wire.decode_document(content_type, body)["events" if many else "metadata"]  # eager: still dicts
+    eager = wire.decode_document(content_type, body)  # eager: dicts under "metadata", whatever was sent
+    assert all(d["metadata"] == meta and set(d) == {"metadata", "frames"} for d in (eager["events"] if many else [eager]))
     generic = wire._unpack_lazy_generic(body)  # the path for documents of any other shape: the same result
     for got, other in zip(out["events"] if many else [out], generic["events"] if many else [generic], strict=True):
         assert got["metadata"].decode() == other["metadata"].decode()

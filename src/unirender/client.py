@@ -181,6 +181,8 @@ class Client:
     def request(self, method: str, path: str, body: Any = None, *, accept: str | None = None,
                 params: Mapping | None = None) -> requests.Response:
         headers = {"Accept": accept or wire.JSON}
+        if accept == wire.MSGPACK:  # a WSGI player's metadata may come as the JSON it sent: no conversion
+            headers[wire.METADATA_HEADER] = wire.METADATA_AS_SENT
         data = None
         if body is not None:
             headers["Content-Type"], data = wire.encode_request_body(body)

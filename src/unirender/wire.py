@@ -13,6 +13,11 @@ Three encodings, chosen by ``Accept``:
   images (H,W), (H,W,3), (H,W,4) are PNG, anything else (depth float32, instance ids) is NPY, so it is lossless.
 - ``multipart/mixed``: a first ``application/json`` part with the document, where each array is replaced by
   ``{"shape", "dtype", "part": name}``, then one ``image/png`` or ``application/x-npy`` part per array.
+
+A msgpack request that sends ``Unirender-Metadata: as-sent`` (:data:`METADATA_HEADER`) lets an event whose
+player spoke JSON (WSGI) carry ``metadata_json`` (that JSON text, as bytes) instead of ``metadata``: the service
+then forwards what the player sent without converting it. :func:`decode_document` turns it back into
+``metadata``, so callers see one shape either way.
 """
 
 from __future__ import annotations
@@ -35,6 +40,10 @@ MULTIPART = "multipart/mixed"
 FORMATS = (JSON, MSGPACK, MULTIPART)
 NPY = "application/x-npy"
 PNG = "image/png"
+# Request header: the client takes an event's metadata as the player sent it (``metadata_json`` for JSON).
+METADATA_HEADER = "Unirender-Metadata"
+METADATA_AS_SENT = "as-sent"
+METADATA_JSON = "metadata_json"
 
 
 class PackedMsgpack:
@@ -331,7 +340,7 @@ def decode_document(content_type: str | None, body: bytes, *, lazy_metadata: boo
             if lazy_metadata:
                 doc = _unpack_lazy(body)
             else:
-                doc = msgpack.unpackb(body, raw=False, strict_map_key=False)
+                doc = _metadata_from_json(msgpack.unpackb(body, raw=False, strict_map_key=False))
         except WireError:
             raise
         except Exception as exc:
@@ -395,6 +404,8 @@ class _RawFrame(msgspec.Struct):
 
 
 _FRAME_DESCRIPTIONS = msgspec.msgpack.Decoder(dict[str, _RawFrame])
+_BYTES = msgspec.msgpack.Decoder(memoryview)
+_BIN = (0xC4, 0xC5, 0xC6)  # msgpack bin 8/16/32
 
 
 def _unpack_lazy(body: bytes) -> dict:
@@ -406,14 +417,29 @@ def _unpack_lazy(body: bytes) -> dict:
         return _unpack_lazy_generic(body)
 
 
+def _metadata_from_json(doc):
+    """An eagerly decoded msgpack document with each ``metadata_json`` (bytes) decoded into ``metadata``."""
+    if isinstance(doc, dict):
+        if isinstance(doc.get(METADATA_JSON), bytes):
+            from unirender.protocol.metadata import loads_json_metadata
+
+            doc = dict(doc)
+            doc["metadata"] = loads_json_metadata(b'{"agents":[' + doc.pop(METADATA_JSON) + b"]}")["agents"][0]
+        if isinstance(doc.get("events"), list):
+            doc["events"] = [_metadata_from_json(event) for event in doc["events"]]
+    return doc
+
+
 def _lazy_document(raw) -> dict:
-    from unirender.protocol.metadata import one_agent_document
+    from unirender.protocol.metadata import one_agent_document, one_agent_json_document
 
     doc = {}
     for key, value in _TOP_LEVEL.decode(raw).items():
         view = memoryview(value)
         if key == "metadata" and _is_map(view[0]):
             doc[key] = one_agent_document(view)
+        elif key == METADATA_JSON and view[0] in _BIN:
+            doc["metadata"] = one_agent_json_document(_BYTES.decode(view))
         elif key == "frames" and _is_map(view[0]):
             doc[key] = {name: {"shape": f.shape, "dtype": f.dtype, "data": f.data, "flip": f.flip,
                                "stored_shape": f.stored_shape} for name, f in _FRAME_DESCRIPTIONS.decode(view).items()}
@@ -427,7 +453,7 @@ def _lazy_document(raw) -> dict:
 
 def _unpack_lazy_generic(body: bytes) -> dict:
     """:func:`_unpack_lazy` for any document: each ``metadata`` map's extent found with ``Unpacker.skip``."""
-    from unirender.protocol.metadata import one_agent_document
+    from unirender.protocol.metadata import one_agent_document, one_agent_json_document
 
     unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max(len(body), 1))
     unpacker.feed(body)
@@ -440,6 +466,8 @@ def _unpack_lazy_generic(body: bytes) -> dict:
                 start = unpacker.tell()
                 unpacker.skip()
                 doc[key] = one_agent_document(memoryview(body)[start : unpacker.tell()])
+            elif key == METADATA_JSON and body[unpacker.tell()] in _BIN:
+                doc["metadata"] = one_agent_json_document(unpacker.unpack())
             elif key == "events" and _is_array(body[unpacker.tell()]):
                 events = []
                 for _ in range(unpacker.read_array_header()):

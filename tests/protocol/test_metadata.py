@@ -21,9 +21,11 @@ from unirender.protocol.metadata import (
     DecodedMetadata,
     PatchedMetadata,
     RawMetadata,
+    agent_json,
     agent_msgpack,
     loads_json,
     one_agent_document,
+    one_agent_json_document,
     scan_step_fields,
     step_fields_of,
 )
@@ -512,8 +514,35 @@ def test_forwarded_agent_bytes_decode_as_the_full_document(doc, fmt, agent):
     if forwarded is None:
         return
     assert isinstance(agents, list) and agent < len(agents)
-    assert msgpack.unpackb(forwarded, raw=False, strict_map_key=False) == agents[agent]
-    assert one_agent_document(forwarded).decode() == {"agents": [agents[agent]]}
+    assert same(msgpack.unpackb(forwarded, raw=False, strict_map_key=False), agents[agent])
+    assert same(one_agent_document(forwarded).decode(), {"agents": [agents[agent]]})
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(doc=documents(), agent=st.integers(0, 3), as_text=st.booleans())
+def test_forwarded_agent_json_decodes_as_the_full_document(doc, agent, as_text):
+    """A WSGI player's agent forwarded as the JSON it sent (``agent_json``) decodes, in the client's one-agent
+    document, exactly as the full decode's ``agents[agent]``; where it cannot say so it forwards nothing."""
+    raw = encode_document(doc, JSON)
+    raw = raw if as_text else (raw.encode() if isinstance(raw, str) else raw)
+    text = agent_json(RawMetadata(raw, JSON), agent)
+    agents = _full_agents(raw, JSON)
+    if text is None:
+        return
+    assert isinstance(text, bytes) and isinstance(agents, list) and agent < len(agents)
+    assert same(one_agent_json_document(text).decode(), {"agents": [agents[agent]]})
+
+
+def test_agent_json_is_only_for_undecoded_json():
+    meta = document(agent_meta(), agent_meta(lastActionSuccess=False), sequence_id=3)
+    text = RawMetadata(json.dumps(meta), JSON)
+    assert json.loads(agent_json(text, 1)) == meta["agents"][1] and not text.decoded
+    assert agent_json(text, 2) is None  # no such agent
+    assert agent_json(RawMetadata(msgpack.packb(meta), MSGPACK), 0) is None  # msgpack: forwarded as msgpack
+    assert agent_json(DecodedMetadata(meta), 0) is None
+    assert agent_json(RawMetadata(json.dumps(meta).replace("3", "NaN", 1), JSON), 0) is None  # not strict JSON
+    text.decode()
+    assert agent_json(text, 0) is None  # decoded (maybe changed since): the caller packs the dict
 
 
 def test_forwarding_needs_no_decode():

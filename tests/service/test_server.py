@@ -3,6 +3,7 @@ formats against a local Controller, ownership, one-shot renders, jobs, and a pla
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -137,6 +138,39 @@ def test_msgpack_clients_get_the_players_metadata_forwarded_and_decode_it_lazily
         eager = resp.json()["metadata"]  # the service's own JSON encoding of the decoded dict
         lazy = session.step("Pass").metadata
         assert set(lazy) == set(eager) and lazy["agent"] == eager["agent"] and lazy["objects"] == eager["objects"]
+
+
+
+def test_a_wsgi_players_json_metadata_is_forwarded_as_sent_only_when_asked(service, alice):
+    """``Unirender-Metadata: as-sent`` (the client sends it): a WSGI player's JSON text goes out as
+    ``metadata_json``, unconverted; without it, msgpack clients get a ``metadata`` map as before. Both decode to
+    the same metadata; a FIFO player's metadata is msgpack either way."""
+    import msgpack
+
+    def raw_step(session_id: str, as_sent: bool) -> dict:
+        headers = {"Authorization": f"Bearer {ALICE}", "Accept": "application/x-msgpack",
+                   "Content-Type": "application/json"}
+        if as_sent:
+            headers["Unirender-Metadata"] = "as-sent"
+        resp = requests.post(f"{service.url}/v1/sessions/{session_id}/step", data=b'{"action": "Pass"}',
+                             headers=headers, timeout=30)
+        assert resp.status_code == 200, resp.text
+        return msgpack.unpackb(resp.content, raw=False)
+
+    with alice.session({"width": 32, "height": 32}, scene="FloorPlan1") as fifo:
+        assert set(raw_step(fifo.id, as_sent=True)) == {"metadata", "frames"}
+    with alice.session({"width": 32, "height": 32, "transport": "wsgi"}, scene="FloorPlan1") as wsgi:
+        raw_step(wsgi.id, as_sent=True)  # after the session's start, whose metadata the service read (so the
+        # Controller decodes the next document on arrival, expecting it to be read too: protocol/state.py)
+        sent = raw_step(wsgi.id, as_sent=True)
+        assert set(sent) == {"metadata_json", "frames"} and sent["metadata_json"][:1] == b"{"
+        converted = raw_step(wsgi.id, as_sent=False)
+        assert set(converted) == {"metadata", "frames"}
+        as_json = json.loads(sent["metadata_json"])
+        assert set(as_json) == set(converted["metadata"]) and as_json["objects"] == converted["metadata"]["objects"]
+        event = wsgi.step("Pass")  # the client asks for it and decodes it lazily, like msgpack metadata
+        assert not event.metadata_document.decoded and event.screen_width == 32
+        assert event.metadata["objects"] == as_json["objects"]
 
 
 def test_player_and_client_tokens_do_not_cross(service, alice):

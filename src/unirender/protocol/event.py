@@ -38,7 +38,7 @@ from unirender.protocol.masks import (
     SegmentationColors,
     checked_colors,
 )
-from unirender.protocol.metadata import STEP_KEYS, MetadataDocument, agent_msgpack
+from unirender.protocol.metadata import STEP_KEYS, MetadataDocument, agent_json, agent_msgpack
 from unirender.protocol.payload import Payload
 
 # Event attribute -> form field name (protocol.md 2.4). Per agent:
@@ -202,6 +202,13 @@ class Event:
         if self._metadata is not None or self._document is None:
             return None
         return agent_msgpack(self._document, self._agent)
+
+    def metadata_json(self) -> bytes | None:
+        """This agent's metadata as the JSON text a WSGI player sent (:func:`~unirender.protocol.metadata.agent_json`),
+        to forward it unconverted; None once ``metadata`` was accessed or where the document is not such JSON."""
+        if self._metadata is not None or self._document is None:
+            return None
+        return agent_json(self._document, self._agent)
 
     def peek_metadata(self, key: str, default=None):
         """``event.metadata.get(key, default)``, without decoding the metadata when ``key`` is a step key

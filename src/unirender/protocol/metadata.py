@@ -374,6 +374,28 @@ def agent_msgpack(document: MetadataDocument, agent: int) -> bytes | memoryview 
         return None
 
 
+def agent_json(document: MetadataDocument, agent: int) -> bytes | None:
+    """Agent ``agent``'s metadata map as the JSON text a WSGI player sent (sliced from the document, nothing
+    decoded), to forward it without converting it; None for any other document (msgpack, decoded, merged patches)
+    or where the document cannot be sliced (malformed, not strict JSON, not the expected shape): the caller then
+    falls back to :func:`agent_msgpack`."""
+    if not isinstance(document, RawMetadata) or document.format != JSON or document.decoded:
+        return None
+    try:
+        agents = _AGENTS_AS_JSON.decode(document.raw).agents
+    except (msgspec.MsgspecError, ValueError, TypeError, RecursionError):
+        return None
+    if agents is _UNSET or not 0 <= agent < len(agents):
+        return None
+    text = bytes(agents[agent])
+    return text if text[:1] == b"{" else None
+
+
+def one_agent_json_document(agent_map: bytes | memoryview) -> RawMetadata:
+    """:func:`one_agent_document` for an agent's map as JSON text (what :func:`agent_json` gives)."""
+    return RawMetadata(b'{"agents":[' + bytes(agent_map) + b"]}", JSON)
+
+
 def _msgpack_agent_slice(raw, agent: int) -> memoryview | None:
     """The bytes of ``agents[agent]``'s map; the last ``agents`` key counts, as in a full decode."""
     unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max(len(raw), 1))
@@ -421,11 +443,13 @@ __all__ = [
     "PatchedMetadata",
     "RawMetadata",
     "StepFields",
+    "agent_json",
     "agent_msgpack",
     "as_document",
     "loads_json",
     "loads_json_metadata",
     "one_agent_document",
+    "one_agent_json_document",
     "scan_step_fields",
     "step_fields_of",
     "unpack_metadata",

@@ -106,20 +106,29 @@ def _select_frames(frames: dict, wanted: list[str]) -> dict:
     return selected
 
 
-def wire_metadata(event: Any, fmt: str | None) -> Any:
-    """An event's metadata for a response in ``fmt``. msgpack: as the player sent it (``Event.metadata_msgpack``:
-    a FIFO player's msgpack bytes forwarded, a WSGI player's JSON converted once), never decoded here just to be
-    re-packed; otherwise (or where the event has no raw form) the decoded dict."""
-    packed = event.metadata_msgpack() if fmt == wire.MSGPACK and hasattr(event, "metadata_msgpack") else None
-    return wire.PackedMsgpack(packed) if packed is not None else event.metadata
+def wire_metadata(event: Any, fmt: str | None, json_as_sent: bool = False) -> tuple[str, Any]:
+    """An event's metadata for a response in ``fmt``, as (document key, value). msgpack: as the player sent it,
+    never decoded here just to be re-packed: a FIFO player's msgpack bytes forwarded; a WSGI player's JSON text
+    forwarded as ``metadata_json`` if the client sent ``Unirender-Metadata: as-sent`` (``json_as_sent``), else
+    converted once (``Event.metadata_msgpack``). Otherwise (or where the event has no raw form) the decoded dict."""
+    if fmt == wire.MSGPACK and hasattr(event, "metadata_msgpack"):
+        text = event.metadata_json() if json_as_sent else None
+        if text is not None:
+            return wire.METADATA_JSON, text
+        packed = event.metadata_msgpack()
+        if packed is not None:
+            return "metadata", wire.PackedMsgpack(packed)
+    return "metadata", event.metadata
 
 
-def event_document(event: Any, modalities: list[str] | None, fmt: str | None = None) -> dict:
-    """An Event -> {"metadata", "frames"}; ``modalities`` None means every decoded modality."""
+def event_document(event: Any, modalities: list[str] | None, fmt: str | None = None,
+                   json_as_sent: bool = False) -> dict:
+    """An Event -> {"metadata" (or "metadata_json"), "frames"}; ``modalities`` None means every decoded modality."""
     frames = event.frames()
     if modalities is not None:
         frames = _select_frames(frames, modalities)
-    return {"metadata": wire_metadata(event, fmt), "frames": frames}
+    key, metadata = wire_metadata(event, fmt, json_as_sent)
+    return {key: metadata, "frames": frames}
 
 
 class EncodedResponse:
@@ -423,7 +432,7 @@ class ServiceApp:
         self.check_step(owner, session_id, action)
         started = time.perf_counter()
         event = self.sessions.step(owner, session_id, action)
-        return self._event_response(event, fmt, modalities, time.perf_counter() - started)
+        return self._event_response(request, event, fmt, modalities, time.perf_counter() - started)
 
     def check_step(self, owner: str, session_id: str, action) -> None:
         """Every limit on one action sent to a session (the API's step and the console's keys alike)."""
@@ -453,13 +462,19 @@ class ServiceApp:
         scene = body.pop("scene", None)
         self.policy.check_scene(scene, "scene")
         event = self.sessions.reset(owner, session_id, scene, body)
-        return self._event_response(event, fmt, modalities)
+        return self._event_response(request, event, fmt, modalities)
 
-    def _event_response(self, event, fmt: str, modalities: list[str] | None, step_s: float = 0.0) -> Response:
+    @staticmethod
+    def _json_as_sent(request: Request) -> bool:
+        """The client takes a WSGI player's metadata as the JSON text it sent (``metadata_json``)."""
+        return request.headers.get(wire.METADATA_HEADER, "").strip().lower() == wire.METADATA_AS_SENT
+
+    def _event_response(self, request: Request, event, fmt: str, modalities: list[str] | None,
+                        step_s: float = 0.0) -> Response:
         if fmt == wire.JSON and modalities is None:
             modalities = []  # JSON carries frames only on request (?modalities=rgb,...)
         started = time.perf_counter()
-        resp = self._encoded(event_document(event, modalities, fmt), fmt)
+        resp = self._encoded(event_document(event, modalities, fmt, self._json_as_sent(request)), fmt)
         # Where the time went, for clients and benchmarks (W3C Server-Timing): player step, then encoding.
         resp.headers["Server-Timing"] = (
             f"step;dur={step_s * 1000:.3f}, encode;dur={(time.perf_counter() - started) * 1000:.3f}"
@@ -489,8 +504,8 @@ class ServiceApp:
                         if len(docs) >= MAX_RENDER_FRAMES:
                             raise ApiError(422, "render_too_large", f"more than {MAX_RENDER_FRAMES} frames; "
                                            "submit a job instead (POST /v1/jobs)")
-                        docs.append({"metadata": wire_metadata(event, fmt),
-                                     "frames": frames_to_record(event, body.render)})
+                        key, metadata = wire_metadata(event, fmt, self._json_as_sent(request))
+                        docs.append({key: metadata, "frames": frames_to_record(event, body.render)})
         finally:
             try:
                 self.sessions.delete(owner, entry.id, "one-shot render finished")

@@ -10,6 +10,9 @@ from unirender.wire import (
     FORMATS,
     JSON,
     MAX_DEPTH,
+    METADATA_AS_SENT,
+    METADATA_HEADER,
+    METADATA_JSON,
     MSGPACK,
     MULTIPART,
     NPY,
@@ -28,7 +31,7 @@ from unirender.wire import (
 )
 
 __all__ = [
-    "FORMATS", "JSON", "MAX_DEPTH", "MSGPACK", "MULTIPART", "NPY", "PNG", "PackedMsgpack", "UnsupportedMediaType", "WireError",
+    "FORMATS", "JSON", "MAX_DEPTH", "METADATA_AS_SENT", "METADATA_HEADER", "METADATA_JSON", "MSGPACK", "MULTIPART", "NPY", "PNG", "PackedMsgpack", "UnsupportedMediaType", "WireError",
     "_json_default", "array_to_npy", "array_to_png", "decode_document", "decode_request_body", "encode_document",
     "encode_request_body", "negotiate", "split_multipart",
 ]
