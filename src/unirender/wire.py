@@ -260,41 +260,43 @@ def _encode_msgpack(doc: dict) -> bytes:
     flipped or made contiguous first. One ``bytes`` body: waitress compares and slices what it is given, which
     costs milliseconds per MiB for a memoryview."""
     chunks: list[bytes | memoryview] = []
-    pack = msgpack.Packer(use_bin_type=True, default=_json_default).pack
-
-    def emit(value) -> None:
-        if isinstance(value, dict) and ("frames" in value or "events" in value):
-            chunks.append(_map_header(len(value)))
-            for key, item in value.items():
-                chunks.append(pack(key))
-                if key == "frames" and isinstance(item, dict):
-                    chunks.append(_map_header(len(item)))
-                    for name, array in item.items():
-                        chunks.append(pack(name))
-                        if not isinstance(array, np.ndarray):
-                            chunks.append(pack(array))
-                            continue
-                        desc, data = _raw_frame(array)
-                        chunks.append(_map_header(len(desc) + 1))
-                        for k, v in desc.items():
-                            chunks.append(pack(k))
-                            chunks.append(pack(v))
-                        chunks.append(pack("data"))
-                        chunks.append(b"\xc6" + len(data).to_bytes(4, "big"))  # bin 32 header
-                        chunks.append(data)
-                elif key == "events" and isinstance(item, list):
-                    chunks.append(_array_header(len(item)))
-                    for event in item:
-                        emit(event)
-                elif isinstance(item, PackedMsgpack):  # forwarded as it came: not decoded, not re-packed
-                    chunks.append(item.data)
-                else:
-                    chunks.append(pack(item))
-        else:
-            chunks.append(pack(value))
-
-    emit(doc)
+    _emit_msgpack(doc, chunks, msgpack.Packer(use_bin_type=True, default=_json_default).pack)
     return b"".join(chunks)
+
+
+def _emit_msgpack(value, chunks: list, pack) -> None:
+    """Append ``value``'s msgpack to ``chunks``. A module function, not a closure that calls itself: such a
+    closure is a reference cycle, which would keep ``chunks`` (views of the player's frame buffers) alive until
+    the cyclic garbage collector ran, and the transports could not recycle those buffers."""
+    if not (isinstance(value, dict) and ("frames" in value or "events" in value)):
+        chunks.append(pack(value))
+        return
+    chunks.append(_map_header(len(value)))
+    for key, item in value.items():
+        chunks.append(pack(key))
+        if key == "frames" and isinstance(item, dict):
+            chunks.append(_map_header(len(item)))
+            for name, array in item.items():
+                chunks.append(pack(name))
+                if not isinstance(array, np.ndarray):
+                    chunks.append(pack(array))
+                    continue
+                desc, data = _raw_frame(array)
+                chunks.append(_map_header(len(desc) + 1))
+                for k, v in desc.items():
+                    chunks.append(pack(k))
+                    chunks.append(pack(v))
+                chunks.append(pack("data"))
+                chunks.append(b"\xc6" + len(data).to_bytes(4, "big"))  # bin 32 header
+                chunks.append(data)
+        elif key == "events" and isinstance(item, list):
+            chunks.append(_array_header(len(item)))
+            for event in item:
+                _emit_msgpack(event, chunks, pack)
+        elif isinstance(item, PackedMsgpack):  # forwarded as it came: not decoded, not re-packed
+            chunks.append(item.data)
+        else:
+            chunks.append(pack(item))
 
 
 def _map_header(n: int) -> bytes:
