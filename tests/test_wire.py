@@ -135,3 +135,23 @@ def test_lazy_msgpack_documents_decode_metadata_on_first_read(frames, many, pack
 def test_bad_lazy_msgpack_bodies_raise_wire_error(body):
     with pytest.raises(wire.WireError):
         wire.decode_document(wire.MSGPACK, body, lazy_metadata=True)
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_msgpack_encoding_lets_go_of_the_frames_at_once(many):
+    """No reference cycle survives an encode: the frame arrays (views of a player's buffer, which the transports
+    recycle once nothing holds it) are freed by reference counting, not at the cyclic GC's next run."""
+    import gc
+    import weakref
+
+    buffer = np.zeros(32 * 24 * 3, dtype=np.uint8)  # a player's buffer (it owns the memory: views point at it)
+    alive = weakref.ref(buffer)
+    frame = buffer.reshape(32, 24, 3)[::-1]  # flipped, as players send
+    doc = {"metadata": {"lastActionSuccess": True}, "frames": {"frame": frame}}
+    gc.disable()
+    try:
+        wire.encode_document({"events": [doc, doc]} if many else doc, wire.MSGPACK)
+        del doc, buffer, frame
+        assert alive() is None
+    finally:
+        gc.enable()
