@@ -379,13 +379,15 @@ def _cpu_busy() -> list[float]:
     return busy
 
 
-def ray_nodes(tmp: Path, every: int, rounds: int = 2) -> list[str]:
+def ray_nodes(tmp: Path, every: int, rounds: int = 2, driver_node: int = 0) -> list[str]:
     """One grid episode on a local Ray cluster of 1 node and of 2 nodes (one player slot each), interleaved.
 
     Both "nodes" run on this one host, so each is given a core of its own (``sched_setaffinity`` before it
-    starts: its raylet, workers and players inherit it), as two machines would have; this process (the job's
-    driver: it receives every frame and writes the dataset) shares the head node's core, as it would share the
-    head machine. Unpinned, both nodes and the driver share the same cores and a second node adds no CPU."""
+    starts: its raylet, workers and players inherit it), as two machines would have. This process (the job's
+    driver: it receives every frame and writes the dataset) shares the core of node ``driver_node``: 0, the head
+    (where a driver usually runs), or 1, the second node (a job submitted from that machine; in the 1-node runs
+    it then has that core to itself). Unpinned, the nodes and the driver share the same cores and a second node
+    adds no CPU."""
     try:
         import ray
         from ray.cluster_utils import Cluster
@@ -426,7 +428,7 @@ def ray_nodes(tmp: Path, every: int, rounds: int = 2) -> list[str]:
                 "render": {"modalities": ["rgb", "depth", "instance_segmentation"]},
                 "episodes": [{"scene": "FloorPlan201_physics",
                               "generator": {"kind": "grid", "every": every, "rotations": [0, 90, 180, 270]}}],
-                "output": {"directory": str(tmp / f"ray-{r}"), "format": "npz"},
+                "output": {"directory": str(tmp / f"ray-driver{driver_node}-{r}"), "format": "npz"},
             }  # fmt: skip
             stamps: list[float] = []
             busy_before = _cpu_busy()
@@ -450,8 +452,8 @@ def ray_nodes(tmp: Path, every: int, rounds: int = 2) -> list[str]:
         cluster.shutdown()
         os.sched_setaffinity(0, original)
     lines = ["### One grid episode on 1 and 2 nodes of a local Ray cluster (300x300, rgb + depth + instances)", "",
-             f"Each node pinned to a core of its own: {'yes' if pin else 'no (one core)'}; the driver on the head "
-             "node's core.", "",
+             f"Each node pinned to a core of its own: {'yes' if pin else 'no (one core)'}; the driver on the core of "
+             f"{'the head node' if driver_node == 0 else 'the second node'}.", "",
              "| nodes | nodes used | frames | wall s | frames/s (wall) | frames/s (steady) |",
              "|---:|---:|---:|---:|---:|---:|"]  # fmt: skip
     lines += [f"| {n} | {u} | {f} | {t:.1f} | {fps:.1f} | {st:.1f} |" for n, u, f, t, fps, st in rows]
@@ -476,7 +478,9 @@ def datasets(args) -> int:
         lines += size_lines
         lines += frames_redone(args.kills, tmp)
         lines += metadata_write_cost()
-        lines += ray_nodes(tmp, args.every * 2)
+        # A grid of several chunks per node (504 frames, 100 per chunk): the runner splits an episode by chunks.
+        lines += ray_nodes(tmp, max(1, args.every // 2), driver_node=0)
+        lines += ray_nodes(tmp, max(1, args.every // 2), driver_node=1)
         lines.append(f"load average after: {os.getloadavg()[0]:.1f}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -3,6 +3,8 @@ negotiation, which only the service does and which uses werkzeug's ``Accept`` pa
 
 from __future__ import annotations
 
+import functools
+
 from werkzeug.datastructures import MIMEAccept
 from werkzeug.http import parse_accept_header
 
@@ -41,5 +43,14 @@ def negotiate(accept_header: str | None) -> str | None:
     """The response format for an ``Accept`` header: JSON when absent or ``*/*``; None when none fits."""
     if not accept_header:
         return JSON
-    accept = parse_accept_header(accept_header, MIMEAccept)
-    return accept.best_match(FORMATS, default=None)
+    if len(accept_header) > _ACCEPT_CACHED:
+        return _negotiate.__wrapped__(accept_header)
+    return _negotiate(accept_header)
+
+
+_ACCEPT_CACHED = 256  # a client sends the same Accept on every step: headers up to this long are memoised
+
+
+@functools.lru_cache(maxsize=128)
+def _negotiate(accept_header: str) -> str | None:
+    return parse_accept_header(accept_header, MIMEAccept).best_match(FORMATS, default=None)
