@@ -114,6 +114,12 @@ MODALITIES = {
     "description": "comma-separated frames to return (rgb,depth,...); 'none' for metadata only",
 }
 
+METADATA_AS_SENT = {
+    "name": "Unirender-Metadata", "in": "header", "required": False, "schema": {"type": "string", "enum": ["as-sent"]},
+    "description": "msgpack responses only: an event whose player spoke JSON (WSGI) carries its metadata as that "
+    "JSON text, unconverted, in 'metadata_json' (bytes) instead of a 'metadata' map",
+}
+
 
 def _int_query(name: str) -> dict:
     return {"name": name, "in": "query", "required": False, "schema": {"type": "integer", "minimum": 1}}
@@ -141,15 +147,16 @@ def openapi_document(config=None) -> dict:
         "/v1/sessions/{session_id}/step": {
             "post": _op("one action; on an ML-Agents session the actions per behavior (lists of rows, one per "
                         "decision agent; 422 when a shape does not match the behavior spec)",
-                        _event_responses("Event"), body=_body(["Action", "MLAgentsStep"]), params=[SID, MODALITIES]),
+                        _event_responses("Event"), body=_body(["Action", "MLAgentsStep"]),
+                        params=[SID, MODALITIES, METADATA_AS_SENT]),
         },
         "/v1/sessions/{session_id}/reset": {
             "post": _op("reset to a scene (ML-Agents: new episodes, optional environment parameters)",
                         _event_responses("Event"), body=_body(["ResetBody", "MLAgentsReset"]),
-                        params=[SID, MODALITIES]),
+                        params=[SID, MODALITIES, METADATA_AS_SENT]),
         },
         "/v1/render": {"post": _op("one-shot render of an episode", _event_responses("EventList"),
-                                   body=_body("RenderRequest"))},
+                                   body=_body("RenderRequest"), params=[METADATA_AS_SENT])},
         "/v1/jobs": {
             "get": _op("your jobs", {"200": _json(obj)}),
             "post": _op("submit a job spec", {"202": _json(obj, "accepted")}, body=_body("JobSpec")),
