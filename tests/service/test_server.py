@@ -331,6 +331,22 @@ def test_one_shot_render_of_poses(alice):
     assert not [s for s in alice.sessions() if "episode" in s["environment"]]
 
 
+def test_one_shot_render_forwards_a_wsgi_players_json_as_sent(service, alice):
+    import msgpack
+
+    episode = {"scene": "FloorPlan1", "actions": ["RotateRight", "RotateRight", "MoveAhead"]}
+    body = {"environment": {"width": 32, "height": 32, "transport": "wsgi"}, "episode": episode}
+    resp = requests.post(f"{service.url}/v1/render", json=body, timeout=60, headers={
+        "Authorization": f"Bearer {ALICE}", "Accept": "application/x-msgpack", "Unirender-Metadata": "as-sent"})
+    assert resp.status_code == 200, resp.text
+    events = msgpack.unpackb(resp.content, raw=False)["events"]
+    assert len(events) == 4 and all(set(e) in ({"metadata", "frames"}, {"metadata_json", "frames"}) for e in events)
+    assert any("metadata_json" in e for e in events)  # the steps' metadata, as the player sent it
+    decoded = alice.render(episode, environment={"width": 32, "height": 32, "transport": "wsgi"})
+    assert [json.loads(e["metadata_json"])["agent"] if "metadata_json" in e else e["metadata"]["agent"]
+            for e in events] == [e.metadata["agent"] for e in decoded]
+
+
 def test_job_with_progress_manifest_and_ownership(service, alice, bob):
     spec = {
         "name": "tiny",
