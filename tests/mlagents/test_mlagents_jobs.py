@@ -111,7 +111,7 @@ def test_bad_spec_reports_file_line_and_suggestions(tmp_path):
 
 def _direct_run(unit_seed: int, steps: int, policy_seed: int):
     """The episode driven straight through MLAgentsController, with the documented policy rule: per step,
-    ``ActionSpec.random(n, default_rng([policy seed, unit seed, step]))``."""
+    ``ActionSpec.random(n, default_rng([policy seed, unit seed, step]), decision.action_mask)``."""
     from unirender.mlagents import MLAgentsController, Sampler
 
     params = {"light_intensity": Sampler.uniform(0.5, 1.5, unit_seed + 0), "target_red": 0.3}
@@ -125,7 +125,7 @@ def _direct_run(unit_seed: int, steps: int, policy_seed: int):
             out.append((decision.frames["CameraSensor"].copy(), np.array(decision.obs[1])))
             if step < steps:
                 rng = np.random.default_rng([policy_seed, unit_seed, step])
-                event = env.step(spec.action_spec.random(len(decision), rng))
+                event = env.step(spec.action_spec.random(len(decision), rng, decision.action_mask))
     return out
 
 

@@ -351,3 +351,42 @@ def test_png_decoders_agree_and_reject_garbage():
     for decode in (O.decode_png, O.decode_png_pillow):
         with pytest.raises(ObservationError, match="not a decodable PNG"):
             decode(bytes(broken))
+
+
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(0, 6), branches=st.lists(st.integers(1, 5), max_size=3), seed=st.integers(0, 2**32 - 1),
+       density=st.floats(0, 1), data=st.data())
+def test_random_actions_never_take_a_masked_choice(n, branches, seed, density, data):
+    """The random policy's discrete draws: only choices the mask leaves; uniform over them; without a mask (or
+    with nothing masked) the same draws as before masks were honoured; continuous-only specs work too."""
+    from unirender.protocol.mlagents.steps import ActionSpec
+
+    spec = ActionSpec(continuous_size=2, discrete_branches=tuple(branches))
+    mask = [np.array(data.draw(st.lists(st.lists(st.booleans(), min_size=b, max_size=b), min_size=n, max_size=n)),
+                     bool).reshape(n, b) & (np.random.default_rng(seed).random((n, b)) < density) for b in branches]
+    actions = spec.random(n, np.random.default_rng(seed), mask)
+    assert actions.continuous.shape == (n, 2) and actions.discrete.shape == (n, len(branches))
+    for k, forbidden in enumerate(mask):
+        for agent in range(n):
+            choice = actions.discrete[agent, k]
+            assert 0 <= choice < branches[k]
+            if not forbidden[agent].all():
+                assert not forbidden[agent, choice]
+    rng = np.random.default_rng(seed)  # the draws of the unmasked rule: continuous first, then branch by branch
+    rng.uniform(-1.0, 1.0, (n, 2))
+    legacy = np.zeros((n, len(branches)), np.int32)
+    for k, b in enumerate(branches):
+        legacy[:, k] = rng.integers(0, b, n)
+    unmasked = [np.zeros((n, b), bool) for b in branches]
+    assert np.array_equal(spec.random(n, np.random.default_rng(seed), unmasked).discrete, legacy)
+    assert np.array_equal(spec.random(n, np.random.default_rng(seed)).discrete, legacy)
+
+
+def test_masked_random_choices_are_uniform_over_the_allowed_ones():
+    from unirender.protocol.mlagents.steps import ActionSpec
+
+    spec = ActionSpec(continuous_size=0, discrete_branches=(4,))
+    mask = [np.tile(np.array([[False, True, False, True]]), (20000, 1))]
+    chosen = spec.random(20000, np.random.default_rng(1), mask).discrete[:, 0]
+    counts = np.bincount(chosen, minlength=4)
+    assert counts[1] == counts[3] == 0 and abs(counts[0] - counts[2]) < 800  # ~10,000 each

@@ -132,7 +132,7 @@ def policy_actions(episode: MLAgentsEpisodeSpec, unit_seed: int, step: int, even
         if isinstance(policy, ZerosPolicy) or n == 0:
             out[name] = action_spec.empty(n)
         elif rng is not None:
-            out[name] = action_spec.random(n, rng)
+            out[name] = action_spec.random(n, rng, event.decision_steps[name].action_mask)
         else:
             assert isinstance(policy, ScriptedPolicy)
             row = policy.actions[step]

@@ -52,11 +52,28 @@ class ActionSpec:
             np.zeros((n_agents, self.discrete_size), np.int32),
         )
 
-    def random(self, n_agents: int, rng: np.random.Generator | None = None) -> ActionTuple:
+    def random(
+        self, n_agents: int, rng: np.random.Generator | None = None, action_mask: list[np.ndarray] | None = None
+    ) -> ActionTuple:
+        """Uniform actions: continuous in [-1, 1], each discrete branch uniform over its choices, or, given the
+        decision steps' ``action_mask`` (per branch, bool ``(n, size)``, True = forbidden), over the choices left
+        to each agent. A branch with nothing masked draws as without a mask; an agent with every choice of a branch
+        masked (which ML-Agents forbids) gets choice 0."""
         rng = rng or np.random.default_rng()
         continuous = rng.uniform(-1.0, 1.0, (n_agents, self.continuous_size)).astype(np.float32)
-        discrete = np.column_stack([rng.integers(0, b, n_agents) for b in self.discrete_branches]).astype(np.int32)
-        return ActionTuple(continuous, discrete.reshape(n_agents, self.discrete_size))
+        discrete = np.zeros((n_agents, self.discrete_size), np.int32)
+        for k, size in enumerate(self.discrete_branches):
+            forbidden = None if action_mask is None else np.asarray(action_mask[k], bool).reshape(n_agents, size)
+            if forbidden is None or not forbidden.any():
+                discrete[:, k] = rng.integers(0, size, n_agents)
+                continue
+            allowed = ~forbidden
+            count = allowed.sum(axis=1)
+            pick = np.minimum((rng.random(n_agents) * count).astype(np.int64), np.maximum(count - 1, 0))
+            # the pick-th allowed choice: the first column where the running count of allowed ones passes pick
+            choice = np.argmax(np.cumsum(allowed, axis=1) > pick[:, None], axis=1)
+            discrete[:, k] = np.where(count > 0, choice, 0)
+        return ActionTuple(continuous, discrete)
 
 
 @dataclass(frozen=True)
