@@ -1,8 +1,7 @@
 """WsgiServer and PlayerHub against raw sockets speaking exactly like Unity (protocol.md 2.2, 2.7, 2.8).
 
-The wire-behaviour tests run on the three paths of a player: a private waitress ``PlayerHub`` (``hub``), the fast
-path served in the controller's thread (``direct``, ``transport.direct.DirectWsgiTransport``), and a shared hub
-that hands the player's connection over to that fast path (``handover``, the service's path)."""
+The wire-behaviour tests run on both paths of a private player: the waitress ``PlayerHub`` (``hub``) and the
+fast path served in the controller's thread (``direct``, ``transport.direct.DirectWsgiTransport``)."""
 
 from __future__ import annotations
 
@@ -15,27 +14,11 @@ import pytest
 from waitress import create_server, wasyncore
 
 from fixtures.fake_player import wwwform
-from unirender.errors import PlayerError, PlayerTimeoutError
+from unirender.errors import PlayerError
 from unirender.protocol import MultipartError
 from unirender.transport import DirectWsgiTransport, PlayerHub, WsgiServer
 
-
-class HandedOver(DirectWsgiTransport):
-    """The service's path: a player's transport on a shared ``PlayerHub`` (its own port, served by waitress) that
-    hands each of the player's connections over to the transport after its first request."""
-
-    def __init__(self):
-        self.shared_hub = PlayerHub(max_players=2).start()
-        super().__init__(hub=self.shared_hub)
-
-    def stop(self):
-        try:
-            super().stop()
-        finally:
-            self.shared_hub.close()
-
-
-PATHS = {"hub": WsgiServer, "direct": DirectWsgiTransport, "handover": HandedOver}
+PATHS = {"hub": WsgiServer, "direct": DirectWsgiTransport}
 
 
 def metadata(seq: int) -> dict:
@@ -81,27 +64,6 @@ class UnitySocket:
         self.sock.close()
 
 
-def read_responses(sock: socket.socket, count: int) -> list[tuple[bytes, bytes]]:
-    """``count`` responses off one socket, keeping what a read brought beyond one response (pipelined answers
-    can arrive in one segment; ``UnitySocket.read_response`` reads one exchange at a time, as Unity does)."""
-    buf, out = b"", []
-    while len(out) < count:
-        while b"\r\n\r\n" not in buf:
-            chunk = sock.recv(65536)
-            assert chunk, "server closed the keep-alive socket"
-            buf += chunk
-        head, _, rest = buf.partition(b"\r\n\r\n")
-        length = next(int(v) for k, _, v in (h.partition(b":") for h in head.split(b"\r\n")[1:])
-                      if k.strip().lower() == b"content-length")  # fmt: skip
-        while len(rest) < length:
-            chunk = sock.recv(65536)
-            assert chunk, "server closed the keep-alive socket"
-            rest += chunk
-        out.append((head, rest[:length]))
-        buf = rest[length:]
-    return out
-
-
 def serve_controller_side(server: WsgiServer, steps: int, received: list):
     """The controller's half: receive, then answer with the next action, ``steps`` times."""
     for i in range(steps):
@@ -144,16 +106,6 @@ def wsgi(request):
     server.stop()
 
 
-@pytest.fixture(params=["hub", "direct"])
-def private_wsgi(request):
-    """A private player's transport (the hub's unroutable refusals are pinned on its only channel); on a shared
-    port (``handover``) a stranger's request fails no one: see the handover tests."""
-    server = PATHS[request.param]()
-    server.start()
-    yield server
-    server.stop()
-
-
 @pytest.fixture
 def hub_wsgi():
     server = WsgiServer()
@@ -188,9 +140,9 @@ def test_keep_alive_over_100_steps_on_one_socket_with_unity_compatible_responses
         assert b"transfer-encoding" not in names
 
 
-def test_wrong_token_is_403_and_the_player_is_not_trusted(private_wsgi):
-    unity = UnitySocket(private_wsgi.address)
-    receiving = Receiving(private_wsgi)
+def test_wrong_token_is_403_and_the_player_is_not_trusted(wsgi):
+    unity = UnitySocket(wsgi.address)
+    receiving = Receiving(wsgi)
     try:
         head, body = unity.post("not-the-token", 0)
         assert head.startswith(b"HTTP/1.1 403")
@@ -199,23 +151,23 @@ def test_wrong_token_is_403_and_the_player_is_not_trusted(private_wsgi):
         assert re.search("wrong client token.*not trusted", str(receiving.error))
     finally:
         unity.close()
-    assert counters(private_wsgi).rejected_tokens == 1
+    assert counters(wsgi).rejected_tokens == 1
 
 
-def test_garbage_form_is_400_and_reported_to_the_channel(private_wsgi):
-    unity = UnitySocket(private_wsgi.address)
-    receiving = Receiving(private_wsgi)
+def test_garbage_form_is_400_and_reported_to_the_channel(wsgi):
+    unity = UnitySocket(wsgi.address)
+    receiving = Receiving(wsgi)
     try:
-        head, body = unity.post(private_wsgi.client_token, 0, raw_body=b"\x00\x01 not a form")
+        head, body = unity.post(wsgi.client_token, 0, raw_body=b"\x00\x01 not a form")
         assert head.startswith(b"HTTP/1.1 400")
         assert isinstance(receiving.join().error, MultipartError)
     finally:
         unity.close()
 
 
-def test_post_without_content_length_is_411_and_reported_before_the_player_is_in(private_wsgi):
-    client = UnitySocket(private_wsgi.address)
-    receiving = Receiving(private_wsgi)
+def test_post_without_content_length_is_411_and_reported_before_the_player_is_in(wsgi):
+    client = UnitySocket(wsgi.address)
+    receiving = Receiving(wsgi)
     try:
         client.sock.sendall(b"POST /train HTTP/1.1\r\nContent-Type: text/plain\r\n\r\n")
         head, body = client.read_response()
@@ -223,7 +175,7 @@ def test_post_without_content_length_is_411_and_reported_before_the_player_is_in
         assert "Content-Length" in str(receiving.join().error)
     finally:
         client.close()
-    assert counters(private_wsgi).bad_requests == 1
+    assert counters(wsgi).bad_requests == 1
 
 
 def test_ping_unknown_route_wrong_method(wsgi):
@@ -266,84 +218,6 @@ def test_reset_reconnects_on_a_new_socket_while_the_old_one_stays_open(wsgi):
         t.join(10)
     assert received[2].files == {}
     assert received[2].metadata["sequenceId"] == 2
-
-
-def test_handover_serves_the_players_connection_in_the_sessions_thread():
-    """On a shared hub that hands over: the player's first request is routed by the hub, then its connection is
-    the transport's (later requests never reach waitress); a stranger on the shared port is the hub's to refuse
-    and fails no one; on the player's own connection a wrong token is 403 (the player stays trusted) and a
-    malformed form is 400 and fails the session, as on the private fast path."""
-    server = HandedOver()
-    server.start()
-    hub = server.shared_hub
-    unity = UnitySocket(server.address)
-    stranger = UnitySocket(server.address)
-    try:
-        got: list = []
-        controller = threading.Thread(target=serve_controller_side, args=(server, 3, got))
-        controller.start()
-        for seq in range(3):
-            head, body = unity.post(server.client_token, seq, image=bytes([seq]) * 6)
-            assert head.startswith(b"HTTP/1.1 200") and json.loads(body)["sequenceId"] == seq + 1
-        controller.join(10)
-        assert [bytes(p.files["image"][0]) for p in got] == [bytes([i]) * 6 for i in range(3)]
-        handed = [c for c in server._connections.values() if c.verified]
-        assert len(handed) == 1 and handed[0].released is None  # waitress let go before the first answer
-        assert hub.rejected_tokens == 0 and server.player_connected
-
-        head, body = stranger.post("not-the-token", 0)  # a new connection: the hub answers it
-        assert head.startswith(b"HTTP/1.1 403") and hub.rejected_tokens == 1 and server.rejected_tokens == 0
-
-        receiving = Receiving(server, timeout=1)
-        head, body = unity.post("not-the-token", 3)  # on the handed-over connection: the transport answers it
-        assert head.startswith(b"HTTP/1.1 403") and json.loads(body)["error"]["code"] == "unknown_client_token"
-        assert isinstance(receiving.join().error, PlayerTimeoutError)  # still trusted: it only timed out
-        assert server.rejected_tokens == 1
-
-        receiving = Receiving(server)
-        head, _ = unity.post(server.client_token, 3, raw_body=b"\x00\x01 not a form")
-        assert head.startswith(b"HTTP/1.1 400")
-        assert isinstance(receiving.join().error, MultipartError)  # pinned: it came on the player's connection
-    finally:
-        unity.close()
-        stranger.close()
-        server.stop()
-
-
-def test_handover_never_loses_a_pipelined_request():
-    """A connection is handed over only between requests. Two pipelined requests: if waitress had read both, the
-    first is answered 503 by the hub and the second handed over; if it had read only the first, the connection is
-    handed over with the second still unread, and the transport reads and answers it. Either way no request is
-    lost or answered twice (the old owner reads nothing once it let go)."""
-    server = HandedOver()
-    server.start()
-    client = UnitySocket(server.address)
-    got: list = []
-
-    def controller():
-        for _ in range(2):
-            try:
-                got.append(server.receive(timeout=3))
-            except PlayerTimeoutError:
-                return
-            server.send({"action": "MoveAhead"})
-
-    try:
-        thread = threading.Thread(target=controller)
-        thread.start()
-        fields = [("metadata", json.dumps(metadata(0)).encode(), False), ("token", server.client_token.encode(), False)]
-        content_type, parts = wwwform(fields)
-        body = b"".join(parts)
-        head = f"POST /train HTTP/1.1\r\nContent-Length: {len(body)}\r\nContent-Type: {content_type}\r\n\r\n"
-        client.sock.sendall((head.encode() + body) * 2)
-        (first, _), (second, answer) = read_responses(client.sock, 2)
-        thread.join(10)
-        assert first.startswith((b"HTTP/1.1 503", b"HTTP/1.1 200")) and second.startswith(b"HTTP/1.1 200")
-        assert json.loads(answer)["action"] == "MoveAhead"
-        assert len(got) == [first[:12], second[:12]].count(b"HTTP/1.1 200")
-    finally:
-        client.close()
-        server.stop()
 
 
 def test_shared_hub_routes_each_player_by_token():

@@ -57,8 +57,7 @@ def service_channel_class(config: ServiceConfig | None = None, authorize_body=No
 
     class ServiceChannel(base):
         def write_soon(self, data):
-            if self._detached is not None or not isinstance(data, bytes) or len(data) < _DIRECT_SEND_MIN \
-                    or self.total_outbufs_len:
+            if not isinstance(data, bytes) or len(data) < _DIRECT_SEND_MIN or self.total_outbufs_len:
                 return super().write_soon(data)
             if not self.connected:
                 raise ClientDisconnected
@@ -116,10 +115,6 @@ class Server:
         self.host, self.port = self.waitress.getsockname()[:2]
         # Players connect to this very port (the app mounts the hub at /train): one port for everyone.
         self.app.hub = make_player_hub(self.host, self.port, config)
-        if self.app.hub is not None:
-            # Its channels can detach(): a WSGI session's player connection is handed to that session's thread
-            # after its first request (transport.hub.PlayerHub), so steps skip waitress's loop and thread hand-offs.
-            self.app.hub.hands_over = True
         self._done = threading.Event()
         self._shutdown_thread: threading.Thread | None = None
 

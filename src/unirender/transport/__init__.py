@@ -36,8 +36,5 @@ def make_transport(server: str, *, hub: PlayerHub | None = None, host: str = "12
             raise ValueError("a WSGI transport on a shared player_hub listens on the hub's port, not port=")
         if hub is None and direct:
             return DirectWsgiTransport(host=host, port=port, accept_any_token=accept_any_token)
-        if hub is not None and direct and hub.hands_over:  # the shared port hands the player's connection over
-            return DirectWsgiTransport(hub=hub, accept_any_token=accept_any_token,
-                                       connection_policy=hub.connection_policy)
         return WsgiTransport(hub=hub, host=host, port=port, accept_any_token=accept_any_token)
     raise ValueError(f"server must be 'fifo' or 'wsgi', got {server!r}")

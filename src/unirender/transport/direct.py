@@ -17,12 +17,6 @@ sizes are learnt only from verified forms, an unknown sender's form with too man
 connection that has not proven a token is closed after ``ConnectionPolicy.untrusted_idle_s`` idle (or with its
 head incomplete that long). Connections are only served while the controller waits in ``receive()`` (a player
 only sends then); at most ``_MAX_CONNECTIONS`` are open, the oldest unverified one closed to make room.
-
-On a shared port (``hub=``, a :class:`~unirender.transport.hub.PlayerHub` that ``hands_over``, as the service's
-does): no listener of its own. The player connects to the hub's port; the hub routes the first request of each
-connection by the token it claims and hands the connection over (:meth:`DirectWsgiTransport.adopt`), and from
-then on this transport verifies and answers that request and every later one on the connection exactly as
-above, in the session's thread: the service's players skip waitress's loop and thread hand-offs per step too.
 """
 
 from __future__ import annotations
@@ -31,9 +25,7 @@ import collections
 import logging
 import selectors
 import socket
-import threading
 import time
-from typing import TYPE_CHECKING
 
 from unirender.errors import PlayerError
 from unirender.protocol import Payload, ProtocolError
@@ -54,9 +46,6 @@ from unirender.transport.hub import (
 from unirender.transport.serving import ConnectionPolicy
 from unirender.transport.wsgi import wsgi_player_env
 
-if TYPE_CHECKING:
-    from unirender.transport.hub import PlayerHub
-
 log = logging.getLogger(__name__)
 
 # One player keeps one keep-alive connection and opens a new one on each scene reset (the old one is dropped, not
@@ -69,8 +58,6 @@ _HEAD_RECV = 64 * 1024
 # anyway must not block the controller forever.
 _SEND_TIMEOUT_S = 30.0
 _BODY_POOL = 4
-# How long the first write to a handed-over connection waits for waitress to let go of it (one loop turn).
-_RELEASE_WAIT_S = 10.0
 _PING = build_response(b"pong", "200 OK", "text/plain")
 _RELEASE = b"{}"  # the action-less body answering a request pending at stop(), as 5.0.0's stop() sends
 
@@ -78,22 +65,14 @@ _RELEASE = b"{}"  # the action-less body answering a request pending at stop(), 
 class _Connection:
     """One accepted socket: its request framing and what it has proven."""
 
-    __slots__ = ("sock", "reader", "verified", "last_activity", "head_started", "released")
+    __slots__ = ("sock", "reader", "verified", "last_activity", "head_started")
 
-    def __init__(self, sock: socket.socket, now: float, pool: BufferPool, released: threading.Event | None = None):
+    def __init__(self, sock: socket.socket, now: float, pool: BufferPool):
         self.sock = sock
         self.reader = RequestReader(pool=pool)  # the pool serves its bodies once it is trusted
         self.verified = False  # a request on it carried this player's token
         self.last_activity = now
         self.head_started: float | None = None  # when a request head that is not yet complete began
-        self.released = released  # handed over by a hub: set once the hub's server let go of the socket
-
-    def sendall(self, data: bytes) -> None:
-        if self.released is not None:
-            if not self.released.wait(_RELEASE_WAIT_S):
-                raise OSError("the hub's server did not let go of a handed-over connection")
-            self.released = None
-        self.sock.sendall(data)
 
 
 class _Refused(Exception):
@@ -109,12 +88,8 @@ class DirectWsgiTransport(Transport):
     server_type = "WSGI"
 
     def __init__(self, *, host: str = "127.0.0.1", port: int = 0, accept_any_token: bool = False,
-                 connection_policy: ConnectionPolicy | None = None, hub: PlayerHub | None = None):  # fmt: skip
+                 connection_policy: ConnectionPolicy | None = None):  # fmt: skip
         super().__init__()
-        self.hub = hub  # a shared port that hands this player's connections over (see the module doc)
-        self._handed: collections.deque = collections.deque()  # from the hub's threads: adopt / fail / reject
-        self._handed_lock = threading.Lock()
-        self._wake: tuple[socket.socket, socket.socket] | None = None
         self.host, self.port = host, port
         self.accept_any_token = accept_any_token
         self.connection_policy = connection_policy or ConnectionPolicy()
@@ -134,19 +109,6 @@ class DirectWsgiTransport(Transport):
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> None:
-        if self.hub is not None:
-            if not self.hub.hands_over:
-                raise ValueError("this PlayerHub does not hand connections over (it is not served by waitress with "
-                                 "unirender's channel): use a WsgiTransport on it")
-            if self._selector is None:
-                self._wake = socket.socketpair()
-                for end in self._wake:
-                    end.setblocking(False)
-                self._selector = selectors.DefaultSelector()
-                self._selector.register(self._wake[0], selectors.EVENT_READ, "wake")
-                self.player_connected = False
-                self.hub.register(self)
-            return
         if self._listener is not None:
             return
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -165,8 +127,6 @@ class DirectWsgiTransport(Transport):
 
     @property
     def address(self) -> tuple[str, int]:
-        if self.hub is not None:
-            return self.hub.address
         if self._listener is None:
             raise RuntimeError("DirectWsgiTransport.address before start()")
         host, port = self._listener.getsockname()[:2]
@@ -177,26 +137,15 @@ class DirectWsgiTransport(Transport):
 
     def stop(self) -> None:
         """Answer a pending request with an empty action, close every socket. Idempotent."""
-        if self.hub is not None:
-            self.hub.unregister(self)
         pending, self._pending = self._pending, None
         if pending is not None:
             try:
-                pending.sendall(build_response(_RELEASE))
+                pending.sock.sendall(build_response(_RELEASE))
             except OSError:
                 pass
         for connection in list(self._connections.values()):
             self._close(connection)
         self._backlog.clear()
-        with self._handed_lock:
-            handed, self._handed = list(self._handed), collections.deque()
-        for item in handed:
-            if item[0] == "adopt":
-                item[1].close()
-        if self._wake is not None:
-            for end in self._wake:
-                end.close()
-            self._wake = None
         if self._selector is not None:
             self._selector.close()
             self._selector = None
@@ -214,7 +163,7 @@ class DirectWsgiTransport(Transport):
         prepared = self._prepare(action)
         self._pending = None
         try:
-            connection.sendall(build_response(encode_json_action(prepared)))
+            connection.sock.sendall(build_response(encode_json_action(prepared)))
         except OSError:  # the player is gone: receive() reports its exit (or its silence)
             self._close(connection)
         return prepared
@@ -228,9 +177,6 @@ class DirectWsgiTransport(Transport):
             payload = self._handle(*self._backlog.popleft())
             if payload is not None:
                 return payload
-        payload = self._take_handed()
-        if payload is not None:
-            return payload
         self._watch_pidfd()
         while True:
             wait = WATCH_PERIOD_S if self._watched_pidfd is None else 1.0  # pidfd: the kernel says when
@@ -242,10 +188,6 @@ class DirectWsgiTransport(Transport):
                     self._accept()
                 elif key.data == "exit":
                     exited = True
-                elif key.data == "wake":
-                    payload = self._take_handed()
-                    if payload is not None:
-                        return payload
                 else:
                     payload = self._serve(key.data)
                     if payload is not None:
@@ -259,70 +201,6 @@ class DirectWsgiTransport(Transport):
                 connected = self.protocol.previous is not None
                 what = "did not answer" if connected else "did not connect (no POST /train)"
                 raise self._timeout_error(what, timeout)
-
-    # -- a hub's hand-overs (called on the hub's request threads) --------------------------------------------
-    def adopt(self, sock: socket.socket, released: threading.Event, request: HttpRequest) -> None:
-        """A connection the hub handed over with the request that came on it: served from the next receive()."""
-        self._hand(("adopt", sock, released, request))
-
-    def fail(self, error: Exception) -> None:
-        """A malformed request the hub pinned on this player (``HubChannel``): receive() raises it."""
-        self._hand(("fail", error))
-
-    def reject(self, message: str) -> None:
-        self._hand(("fail", PlayerError(message)))
-
-    def release(self) -> None:
-        """The hub is closing: the connections it handed over are this transport's and stay open."""
-
-    def verified_request(self, part_sizes: dict[str, int]) -> None:
-        """Unused: requests are verified here (``_handle``), not by the hub."""
-
-    def deliver(self, metadata, files) -> bytes | None:
-        raise RuntimeError("a hub that hands connections over does not deliver forms")  # pragma: no cover
-
-    def _hand(self, item: tuple) -> None:
-        with self._handed_lock:
-            if self._wake is None:  # stopped: nobody will serve it
-                if item[0] == "adopt":
-                    item[1].close()
-                return
-            self._handed.append(item)
-            try:
-                self._wake[1].send(b"\0")
-            except OSError:  # the wake-up byte is already waiting
-                pass
-
-    def _take_handed(self) -> Payload | None:
-        """Serve what the hub handed over: the first request that is a verified ``/train`` form wins (others
-        wait their turn); a pinned failure is raised."""
-        if self._wake is None:
-            return None
-        try:
-            while self._wake[0].recv(4096):
-                pass
-        except OSError:
-            pass
-        while True:
-            with self._handed_lock:
-                if not self._handed:
-                    return None
-                item = self._handed.popleft()
-            if item[0] == "fail":
-                raise item[1]
-            _, sock, released, request = item
-            connection = self._register(sock, released)
-            if connection is None:
-                continue
-            payload = self._handle(connection, request)
-            if payload is not None:
-                with self._handed_lock:
-                    if self._handed:  # more to serve on the next receive()
-                        try:
-                            self._wake[1].send(b"\0")
-                        except OSError:
-                            pass
-                return payload
 
     # -- serving ------------------------------------------------------------------------------------------
     def _watch_pidfd(self) -> None:
@@ -341,22 +219,18 @@ class DirectWsgiTransport(Transport):
             sock, _ = self._listener.accept()
         except OSError:  # the peer gave up before we took it
             return
-        self._register(sock)
-
-    def _register(self, sock: socket.socket, released: threading.Event | None = None) -> _Connection | None:
         if len(self._connections) >= _MAX_CONNECTIONS:
             strangers = [c for c in self._connections.values() if not c.verified and c is not self._pending]
             if not strangers:
                 sock.close()
-                return None
+                return
             self._close(min(strangers, key=lambda c: c.last_activity))
         sock.setblocking(True)
         sock.settimeout(_SEND_TIMEOUT_S)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        connection = _Connection(sock, time.monotonic(), self._pool, released)
+        connection = _Connection(sock, time.monotonic(), self._pool)
         self._connections[sock] = connection
         self._selector.register(sock, selectors.EVENT_READ, connection)
-        return connection
 
     def _serve(self, connection: _Connection) -> Payload | None:
         """Read what arrived on ``connection`` and handle the requests it completes (the first payload wins; any
@@ -444,7 +318,7 @@ class DirectWsgiTransport(Transport):
 
     def _respond(self, connection: _Connection, response: bytes) -> None:
         try:
-            connection.sendall(response)
+            connection.sock.sendall(response)
         except OSError:
             self._close(connection)
 

@@ -18,7 +18,6 @@ import threading
 from typing import Protocol
 
 from unirender.protocol import ProtocolError
-from unirender.protocol.http import HttpRequest
 from unirender.protocol.multipart import form_payload_parts, parse_form, parse_options_header
 from unirender.transport.serving import (
     CONNECTION_KEY,
@@ -89,17 +88,7 @@ class PlayerHub:
     ``transport.wsgi.WsgiTransport``).
 
     ``PlayerHub()`` serves itself after :meth:`start`; ``PlayerHub(address=(host, port))`` is mounted elsewhere.
-
-    Handing connections over (``hands_over``: true when the hub is served by waitress with this package's
-    channel, as :meth:`start` and ``unirender serve`` do): a request whose form claims the token of a channel
-    that serves its player itself (``transport.direct.DirectWsgiTransport(hub=...)``, which has ``adopt``) is not
-    answered here: its connection leaves waitress (``detach``) and goes, with the request, to that channel, which
-    verifies it and answers it and every later request on it from the session's own thread, as the private fast
-    path does. The hub keeps the shared port, the routing and everything it answers itself (strangers, wrong
-    tokens, malformed requests no session claims).
     """
-
-    hands_over = False
 
     def __init__(self, address: tuple[str, int] | None = None, *, host: str = "127.0.0.1", port: int = 0,
                  max_players: int = 8, owner: HubChannel | None = None,
@@ -141,7 +130,6 @@ class PlayerHub:
                                      **waitress_options(self.max_players, self.connection_policy))  # fmt: skip
         self._server.channel_class = quick_ack_channel_class(self.connection_policy)
         apply_connection_policy(self._server, self.connection_policy)
-        self.hands_over = True  # its waitress channels can detach()
         self._thread = threading.Thread(
             target=self._serve, args=(self._server,), name="unirender-player-hub", daemon=True
         )
@@ -224,8 +212,6 @@ class PlayerHub:
         claimed = self._channel_for(_claimed_token(content_type, body, delimiter))
         if claimed is None and owner is not None and owner.accept_any_token:
             claimed = owner  # a player we did not launch: whatever token it sends is its own
-        if self.hands_over and hasattr(claimed, "adopt"):
-            return self._hand_over(environ, start_response, claimed, content_type, length, body)
         if claimed is None and _count_parts(body, delimiter) > _MAX_FORM_PARTS:  # not parsed, nothing built
             return self._bad(environ, start_response, "400 Bad Request",
                              f"/train form has more than {_MAX_FORM_PARTS} parts", None)
@@ -247,8 +233,6 @@ class PlayerHub:
             if owner is not None and not owner.player_connected:
                 owner.reject(f"the player sent a wrong client token {token!r} (answered 403)")
             return _error(start_response, "403 Forbidden", "unknown client token")
-        if self.hands_over and hasattr(channel, "adopt"):  # a form whose token could not be read ahead (urlencoded)
-            return self._hand_over(environ, start_response, channel, content_type, length, body)
         channel.verified_request(part_sizes)
         trust_connection(environ, self.connection_policy.player_idle_s, player=channel)
         recycle = getattr(stream, "recycle", None)
@@ -259,29 +243,6 @@ class PlayerHub:
             reply = b"{}"
         start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(reply)))])
         return [reply]
-
-    def _hand_over(self, environ, start_response, channel, content_type, length: int, body):
-        """Give the request and its connection to ``channel`` (see the class doc); waitress's answer is dropped."""
-        connection = environ.get(CONNECTION_KEY)
-        detached = connection.detach() if hasattr(connection, "detach") else None
-        if detached is None:  # not between requests (a client pipelining): nothing to hand over cleanly
-            return _error(start_response, "503 Service Unavailable",
-                          "this connection cannot be handed to its session now; send one request at a time")
-        sock, released = detached
-        query = environ.get("QUERY_STRING")
-        headers = {"content-length": str(length)}
-        if content_type:
-            headers["content-type"] = content_type
-        request = HttpRequest(
-            method=environ.get("REQUEST_METHOD", "POST"),
-            target="/train" + (f"?{query}" if query else ""),
-            version=environ.get("SERVER_PROTOCOL", "HTTP/1.1"),
-            headers=headers,
-            body=memoryview(body).toreadonly(),
-        )
-        channel.adopt(sock, released, request)
-        start_response("200 OK", [("Content-Length", "0")])  # never sent: the connection is the session's now
-        return []
 
     def _channel_for(self, token: str | None) -> HubChannel | None:
         return self._channels.get(token) if token is not None else None

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 from dataclasses import dataclass
 from types import MethodType
@@ -36,7 +35,6 @@ PLAYER_PATHS = ("/train", "/ping")
 
 
 _COALESCE_LIMIT = 64 * 1024  # a held response head is joined with a body up to this size (copying more costs more)
-_DETACH_WAIT_S = 5.0  # how long a request thread waits for the loop to detach its connection
 _FRAME_BODY_MIN = 64 * 1024  # request bodies at least this big (frames) are received straight into one buffer
 _FRAME_BODY_POOL = 4  # recycled frame buffers per server (the last event usually still holds one)
 _FRAME_BODY_FIRST = 256 * 1024  # first size of a new frame buffer; it doubles as bytes arrive, up to the body size
@@ -274,7 +272,6 @@ def quick_ack_channel_class(policy: ConnectionPolicy | None = None, client_body_
         task_class = ConnectionTask
         error_task_class = JsonErrorTask
         _held_head: bytes | None = None
-        _detached: threading.Event | None = None  # set once the connection was handed over and waitress let go
         idle_limit_s = policy.untrusted_idle_s
         verified_player = None  # the channel whose token a request on this connection proved (trust_connection)
 
@@ -286,8 +283,6 @@ def quick_ack_channel_class(policy: ConnectionPolicy | None = None, client_body_
                     self.will_close = True  # closed by the loop's next turn, before any request is read
 
         def handle_read(self):
-            if self._detached is not None:
-                return  # handed over: whatever arrives now is the new owner's to read (the loop may still poll)
             request = self.request
             body = request.body_rcv.buf if request is not None and request.body_rcv is not None else None
             if isinstance(body, FrameBody) and body.data is not None and not request.completed:
@@ -324,67 +319,7 @@ def quick_ack_channel_class(policy: ConnectionPolicy | None = None, client_body_
             finally:
                 body.in_place = 0
 
-        def detach(self) -> tuple[socket.socket, threading.Event] | None:
-            """Hand this connection over to a player's session (``PlayerHub`` does, once a request names a
-            session that serves its player itself): a duplicate of the socket, and an event set once waitress has
-            closed its own descriptor (the new owner writes nothing before). The request being served is answered
-            by the new owner; what the app returns for it is dropped. Done in the server's loop thread, the only
-            one that reads, so no byte of a next request is read by waitress unless it was already (then nothing
-            is handed over: None, as for output still queued; the connection stays with waitress)."""
-            done = threading.Event()
-            result: list = []
-            state = {"cancelled": False}
-
-            def in_loop():
-                try:
-                    if not state["cancelled"]:
-                        result.append(self._detach_in_loop())
-                finally:
-                    done.set()
-
-            try:
-                self.server.trigger.pull_trigger(in_loop)
-            except OSError:
-                return None
-            if not done.wait(_DETACH_WAIT_S):
-                state["cancelled"] = True
-                done.wait(_DETACH_WAIT_S)  # it may have started just now: its result stands
-            return result[0] if result else None
-
-        def _detach_in_loop(self) -> tuple[socket.socket, threading.Event] | None:
-            with self.outbuf_lock:
-                if (
-                    self._detached is not None
-                    or not self.connected
-                    or self.socket is None
-                    or self.total_outbufs_len
-                    or self._held_head is not None
-                    or len(self.requests) != 1
-                    or self.request is not None
-                ):
-                    return None
-                sock = self.socket.dup()
-                self._detached = threading.Event()
-                self.close_when_flushed = True  # the loop closes waitress's descriptor next (nothing is sent)
-            return sock, self._detached
-
-        def close(self):
-            try:
-                super().close()
-            finally:
-                if self._detached is not None:
-                    self._detached.set()
-
-        def handle_close(self):  # waitress's own closes the socket through dispatcher.close, not self.close
-            try:
-                super().handle_close()
-            finally:
-                if self._detached is not None:
-                    self._detached.set()
-
         def write_soon(self, data):
-            if self._detached is not None:
-                return len(data)  # handed over (detach): the session answers this request itself
             held = self._held_head
             if held is not None:
                 self._held_head = None
