@@ -31,6 +31,7 @@ Targets: overhead <= 25 % with npz; 2 workers >= 1.3x the frames/s of one.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import shutil
 import sys
@@ -43,6 +44,9 @@ os.environ.setdefault(
 )  # --datasets starts a local Ray cluster: nothing phones home
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+if not os.environ.get("RAY_TMPDIR"):  # Ray's session folders (logs, sockets) in a short temp dir, removed at exit
+    os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="unirender-ray-")
+    atexit.register(shutil.rmtree, os.environ["RAY_TMPDIR"], ignore_errors=True)
 
 ALL = ["rgb", "depth", "instance_segmentation", "semantic_segmentation", "normals", "flow"]
 TOUR = ["MoveAhead", {"action": "RotateRight", "degrees": 30}, {"action": "LookDown", "degrees": 10},

@@ -16,9 +16,12 @@ Writes benchmarks/results-scale.md and benchmarks/scaling.png. Usage:
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
+import shutil
 import statistics
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +30,9 @@ from pathlib import Path
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+if not os.environ.get("RAY_TMPDIR"):  # Ray's session folders (logs, sockets) in a short temp dir, removed at exit
+    os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="unirender-ray-")
+    atexit.register(shutil.rmtree, os.environ["RAY_TMPDIR"], ignore_errors=True)
 
 from unirender.cluster import LocalBackend, create_backend  # noqa: E402
 from unirender.controller import Controller  # noqa: E402

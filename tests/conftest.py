@@ -11,6 +11,11 @@ os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+# Ray keeps a folder per session (logs, sockets) under $RAY_TMPDIR/ray, /tmp/ray by default: the suite's local
+# clusters get a short one of their own (socket paths must stay under 108 bytes), removed at exit.
+if not os.environ.get("RAY_TMPDIR"):
+    os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="unirender-ray-")
+    atexit.register(shutil.rmtree, os.environ["RAY_TMPDIR"], ignore_errors=True)
 if not os.environ.get("XDG_RUNTIME_DIR"):
     os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="unirender-xdg-")
     os.chmod(os.environ["XDG_RUNTIME_DIR"], 0o700)
