@@ -423,10 +423,10 @@ def _metadata_from_json(doc):
     """An eagerly decoded msgpack document with each ``metadata_json`` (bytes) decoded into ``metadata``."""
     if isinstance(doc, dict):
         if isinstance(doc.get(METADATA_JSON), bytes):
-            from unirender.protocol.metadata import loads_json_metadata
+            from unirender.protocol.metadata import one_agent_json_document
 
             doc = dict(doc)
-            doc["metadata"] = loads_json_metadata(b'{"agents":[' + doc.pop(METADATA_JSON) + b"]}")["agents"][0]
+            doc["metadata"] = one_agent_json_document(doc.pop(METADATA_JSON)).decode()["agents"][0]
         if isinstance(doc.get("events"), list):
             doc["events"] = [_metadata_from_json(event) for event in doc["events"]]
     return doc
