@@ -95,35 +95,42 @@ def test_service_wire_is_the_shared_module():
 
 @settings(max_examples=40, deadline=None)
 @given(frames=st.dictionaries(st.sampled_from(["frame", "depth_frame"]), frame(), max_size=2),
-       many=st.booleans(), packed=st.sampled_from(["dict", "msgpack", "json"]))
-def test_lazy_msgpack_documents_decode_metadata_on_first_read(frames, many, packed):
+       many=st.booleans(), packed=st.sampled_from(["dict", "msgpack", "json"]), step=st.booleans(),
+       view=st.booleans())
+def test_lazy_msgpack_documents_decode_metadata_on_first_read(frames, many, packed, step, view):
     """The client's path: each event's metadata stays bytes until read; forwarded (``PackedMsgpack``, or a WSGI
-    player's JSON text as ``metadata_json``) or packed here, it reads back the same."""
+    player's JSON document as ``metadata_json``) or packed here, it reads back the same. With the ``step`` keys
+    the service read, the client does not even scan it."""
     import json
 
     import msgpack
 
-    from unirender.protocol.event import Event
+    from unirender.client import _event_from_document
     from unirender.protocol.metadata import RawMetadata
 
     meta = {"lastActionSuccess": True, "screenWidth": 7, "screenHeight": 5, "agent": {"position": {"x": 1.5}}, "objects": [{"a": 1}],
             "frames": "metadata keys are not frames"}
-    if packed == "json":
-        doc = {wire.METADATA_JSON: json.dumps(meta).encode(), "frames": frames}
+    if packed == "json":  # the player's whole document (a one-agent scene), maybe a view into its request body
+        text = json.dumps({"agents": [meta], "sequenceId": 4}).encode()
+        doc = {wire.METADATA_JSON: memoryview(bytearray(text)) if view else text, "frames": frames}
     else:
         doc = {"metadata": wire.PackedMsgpack(msgpack.packb(meta)) if packed == "msgpack" else meta, "frames": frames}
+    if step and packed != "dict":
+        doc[wire.STEP] = {"lastActionSuccess": True, "screenWidth": 7, "screenHeight": 5}
     content_type, body = wire.encode_document({"events": [doc, doc]} if many else doc, wire.MSGPACK)
     out = wire.decode_document(content_type, body, lazy_metadata=True)
     for event_doc in out["events"] if many else [out]:
         document = event_doc["metadata"]
         assert isinstance(document, RawMetadata) and not document.decoded
-        event = Event.from_frames(document, event_doc["frames"])
+        event = _event_from_document(event_doc)
         assert event.screen_width == 7 and event and not document.decoded  # step keys without a decode
+        assert (document._fields is None) == (wire.STEP in doc)  # ... and without a scan, given them
         assert event.metadata == meta and document.decoded
         for name, array in frames.items():
             assert np.array_equal(event_doc["frames"][name], array, equal_nan=array.dtype.kind == "f")
     eager = wire.decode_document(content_type, body)  # eager: dicts under "metadata", whatever was sent
-    assert all(d["metadata"] == meta and set(d) == {"metadata", "frames"} for d in (eager["events"] if many else [eager]))
+    keys = {"metadata", "frames"} | ({wire.STEP} if wire.STEP in doc else set())
+    assert all(d["metadata"] == meta and set(d) == keys for d in (eager["events"] if many else [eager]))
     generic = wire._unpack_lazy_generic(body)  # the path for documents of any other shape: the same result
     for got, other in zip(out["events"] if many else [out], generic["events"] if many else [generic], strict=True):
         assert got["metadata"].decode() == other["metadata"].decode()

@@ -89,7 +89,8 @@ def _server_timing(resp: requests.Response) -> dict[str, float]:
 def _event_from_document(doc: dict):
     from unirender.protocol.event import Event
 
-    return Event.from_frames(doc["metadata"], doc.get("frames") or {})
+    # The step keys the service read from the metadata it forwarded: the metadata is not even scanned here.
+    return Event.from_frames(doc["metadata"], doc.get("frames") or {}, step=doc.get(wire.STEP))
 
 
 class Client:

@@ -14,10 +14,13 @@ Three encodings, chosen by ``Accept``:
 - ``multipart/mixed``: a first ``application/json`` part with the document, where each array is replaced by
   ``{"shape", "dtype", "part": name}``, then one ``image/png`` or ``application/x-npy`` part per array.
 
-A msgpack request that sends ``Unirender-Metadata: as-sent`` (:data:`METADATA_HEADER`) lets an event whose
-player spoke JSON (WSGI) carry ``metadata_json`` (that JSON text, as bytes) instead of ``metadata``: the service
-then forwards what the player sent without converting it. :func:`decode_document` turns it back into
-``metadata``, so callers see one shape either way.
+msgpack events whose metadata the service forwards as the player sent it also carry ``step``: the step keys
+(``lastActionSuccess``, ``errorMessage``, ``errorCode``, ``screenWidth``, ``screenHeight``, ``depthFormat``) the
+service read from it, so that a client need not even scan the metadata. A msgpack request that sends
+``Unirender-Metadata: as-sent`` (:data:`METADATA_HEADER`) lets an event whose player spoke JSON (WSGI) carry
+``metadata_json`` instead of ``metadata``: a JSON document (bytes) whose ``agents[0]`` is the event's metadata,
+for a one-agent scene the very document the player sent, forwarded without converting it. :func:`decode_document`
+turns it back into ``metadata``, so callers see one shape either way.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ PNG = "image/png"
 METADATA_HEADER = "Unirender-Metadata"
 METADATA_AS_SENT = "as-sent"
 METADATA_JSON = "metadata_json"
+STEP = "step"
 
 
 class PackedMsgpack:
@@ -295,6 +299,9 @@ def _emit_msgpack(value, chunks: list, pack) -> None:
                 _emit_msgpack(event, chunks, pack)
         elif isinstance(item, PackedMsgpack):  # forwarded as it came: not decoded, not re-packed
             chunks.append(item.data)
+        elif isinstance(item, memoryview):  # bin, its bytes copied once (into the joined body)
+            chunks.append(b"\xc6" + item.nbytes.to_bytes(4, "big"))
+            chunks.append(item.cast("B") if item.format != "B" or item.ndim != 1 else item)
         else:
             chunks.append(pack(item))
 
@@ -423,17 +430,19 @@ def _metadata_from_json(doc):
     """An eagerly decoded msgpack document with each ``metadata_json`` (bytes) decoded into ``metadata``."""
     if isinstance(doc, dict):
         if isinstance(doc.get(METADATA_JSON), bytes):
-            from unirender.protocol.metadata import one_agent_json_document
+            from unirender.protocol.metadata import JSON as JSON_TEXT
+            from unirender.protocol.metadata import RawMetadata
 
             doc = dict(doc)
-            doc["metadata"] = one_agent_json_document(doc.pop(METADATA_JSON)).decode()["agents"][0]
+            doc["metadata"] = RawMetadata(doc.pop(METADATA_JSON), JSON_TEXT).decode()["agents"][0]
         if isinstance(doc.get("events"), list):
             doc["events"] = [_metadata_from_json(event) for event in doc["events"]]
     return doc
 
 
 def _lazy_document(raw) -> dict:
-    from unirender.protocol.metadata import one_agent_document, one_agent_json_document
+    from unirender.protocol.metadata import JSON as JSON_TEXT
+    from unirender.protocol.metadata import RawMetadata, one_agent_document
 
     doc = {}
     for key, value in _TOP_LEVEL.decode(raw).items():
@@ -441,7 +450,7 @@ def _lazy_document(raw) -> dict:
         if key == "metadata" and _is_map(view[0]):
             doc[key] = one_agent_document(view)
         elif key == METADATA_JSON and view[0] in _BIN:
-            doc["metadata"] = one_agent_json_document(_BYTES.decode(view))
+            doc["metadata"] = RawMetadata(_BYTES.decode(view), JSON_TEXT)  # a view into the body, not a copy
         elif key == "frames" and _is_map(view[0]):
             doc[key] = {name: {"shape": f.shape, "dtype": f.dtype, "data": f.data, "flip": f.flip,
                                "stored_shape": f.stored_shape} for name, f in _FRAME_DESCRIPTIONS.decode(view).items()}
@@ -455,7 +464,8 @@ def _lazy_document(raw) -> dict:
 
 def _unpack_lazy_generic(body: bytes) -> dict:
     """:func:`_unpack_lazy` for any document: each ``metadata`` map's extent found with ``Unpacker.skip``."""
-    from unirender.protocol.metadata import one_agent_document, one_agent_json_document
+    from unirender.protocol.metadata import JSON as JSON_TEXT
+    from unirender.protocol.metadata import RawMetadata, one_agent_document
 
     unpacker = msgpack.Unpacker(raw=False, strict_map_key=False, max_buffer_size=max(len(body), 1))
     unpacker.feed(body)
@@ -469,7 +479,7 @@ def _unpack_lazy_generic(body: bytes) -> dict:
                 unpacker.skip()
                 doc[key] = one_agent_document(memoryview(body)[start : unpacker.tell()])
             elif key == METADATA_JSON and body[unpacker.tell()] in _BIN:
-                doc["metadata"] = one_agent_json_document(unpacker.unpack())
+                doc["metadata"] = RawMetadata(unpacker.unpack(), JSON_TEXT)
             elif key == "events" and _is_array(body[unpacker.tell()]):
                 events = []
                 for _ in range(unpacker.read_array_header()):

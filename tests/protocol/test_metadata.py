@@ -21,11 +21,11 @@ from unirender.protocol.metadata import (
     DecodedMetadata,
     PatchedMetadata,
     RawMetadata,
-    agent_json,
+    agent_json_document,
     agent_msgpack,
+    agent_step_keys,
     loads_json,
     one_agent_document,
-    one_agent_json_document,
     scan_step_fields,
     step_fields_of,
 )
@@ -519,30 +519,58 @@ def test_forwarded_agent_bytes_decode_as_the_full_document(doc, fmt, agent):
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(doc=documents(), agent=st.integers(0, 3), as_text=st.booleans())
-def test_forwarded_agent_json_decodes_as_the_full_document(doc, agent, as_text):
-    """A WSGI player's agent forwarded as the JSON it sent (``agent_json``) decodes, in the client's one-agent
-    document, exactly as the full decode's ``agents[agent]``; where it cannot say so it forwards nothing."""
+@given(doc=documents(), agent=st.integers(0, 3), as_text=st.booleans(), scanned=st.booleans())
+def test_forwarded_agent_json_decodes_as_the_full_document(doc, agent, as_text, scanned):
+    """A WSGI player's metadata forwarded as the JSON it sent (``agent_json_document``: the whole document for
+    agent 0 of a one-agent one, else the agent sliced into one of its own) decodes, as ``agents[0]``, exactly as
+    the full decode's ``agents[agent]``; where it cannot say so it forwards nothing."""
     raw = encode_document(doc, JSON)
     raw = raw if as_text else (raw.encode() if isinstance(raw, str) else raw)
-    text = agent_json(RawMetadata(raw, JSON), agent)
+    document = RawMetadata(raw, JSON)
+    if scanned:  # as every received document is (the sequence check)
+        try:
+            assert document.fields.agents
+        except MetadataError:
+            pass
+    text = agent_json_document(document, agent)
     agents = _full_agents(raw, JSON)
     if text is None:
         return
-    assert isinstance(text, bytes) and isinstance(agents, list) and agent < len(agents)
-    assert same(one_agent_json_document(text).decode(), {"agents": [agents[agent]]})
+    assert isinstance(text, bytes | memoryview) and isinstance(agents, list) and agent < len(agents)
+    assert same(RawMetadata(text, JSON).decode()["agents"][0], agents[agent])
 
 
-def test_agent_json_is_only_for_undecoded_json():
+def test_agent_json_document_is_only_for_undecoded_json():
     meta = document(agent_meta(), agent_meta(lastActionSuccess=False), sequence_id=3)
     text = RawMetadata(json.dumps(meta), JSON)
-    assert json.loads(agent_json(text, 1)) == meta["agents"][1] and not text.decoded
-    assert agent_json(text, 2) is None  # no such agent
-    assert agent_json(RawMetadata(msgpack.packb(meta), MSGPACK), 0) is None  # msgpack: forwarded as msgpack
-    assert agent_json(DecodedMetadata(meta), 0) is None
-    assert agent_json(RawMetadata(json.dumps(meta).replace("3", "NaN", 1), JSON), 0) is None  # not strict JSON
+    assert json.loads(agent_json_document(text, 1)) == {"agents": [meta["agents"][1]]} and not text.decoded
+    assert json.loads(agent_json_document(text, 0)) == {"agents": [meta["agents"][0]]}  # two agents: sliced
+    assert agent_json_document(text, 2) is None  # no such agent
+    assert agent_json_document(RawMetadata(msgpack.packb(meta), MSGPACK), 0) is None  # forwarded as msgpack
+    assert agent_json_document(DecodedMetadata(meta), 0) is None
+    nan = RawMetadata(json.dumps(meta).replace("3", "NaN", 1), JSON)
+    assert agent_json_document(nan, 0) is None and nan.decoded  # not strict JSON: decoded in full, not forwarded
+    assert agent_json_document(RawMetadata(b"[1, 2", JSON), 0) is None  # malformed
     text.decode()
-    assert agent_json(text, 0) is None  # decoded (maybe changed since): the caller packs the dict
+    assert agent_json_document(text, 0) is None  # decoded (maybe changed since): the caller packs the dict
+
+
+def test_a_one_agent_json_document_is_forwarded_as_received():
+    """Agent 0 of a one-agent document: the player's own bytes (the very object, nothing copied or rescanned)."""
+    raw = json.dumps(document(agent_meta(), sequence_id=5)).encode()
+    view = memoryview(bytearray(raw))
+    received = RawMetadata(view, JSON)
+    assert received.fields.agents[0]["lastActionSuccess"] is True  # read on arrival
+    assert agent_json_document(received, 0) is view and not received.decoded
+    assert agent_json_document(received, 1) is None
+    assert agent_json_document(RawMetadata(raw.decode(), JSON), 0) == raw  # text: as UTF-8
+
+
+def test_step_keys_read_elsewhere_are_used_only_when_well_formed():
+    good = {"lastActionSuccess": False, "screenWidth": 7, "errorMessage": "blocked"}
+    assert agent_step_keys(good) is good and agent_step_keys({}) == {}
+    for bad in (None, [1], {"lastActionSuccess": [True]}, {"objects": 1}, {1: True}, {"screenWidth": {"x": 1}}):
+        assert agent_step_keys(bad) is None
 
 
 def test_forwarding_needs_no_decode():

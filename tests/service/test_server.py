@@ -158,19 +158,25 @@ def test_a_wsgi_players_json_metadata_is_forwarded_as_sent_only_when_asked(servi
         return msgpack.unpackb(resp.content, raw=False)
 
     with alice.session({"width": 32, "height": 32}, scene="FloorPlan1") as fifo:
-        assert set(raw_step(fifo.id, as_sent=True)) == {"metadata", "frames"}
+        assert set(raw_step(fifo.id, as_sent=True)) == {"metadata", "step", "frames"}
     with alice.session({"width": 32, "height": 32, "transport": "wsgi"}, scene="FloorPlan1") as wsgi:
         raw_step(wsgi.id, as_sent=True)  # after the session's start, whose metadata the service read (so the
         # Controller decodes the next document on arrival, expecting it to be read too: protocol/state.py)
         sent = raw_step(wsgi.id, as_sent=True)
-        assert set(sent) == {"metadata_json", "frames"} and sent["metadata_json"][:1] == b"{"
+        assert set(sent) == {"metadata_json", "step", "frames"} and sent["metadata_json"][:1] == b"{"
         converted = raw_step(wsgi.id, as_sent=False)
-        assert set(converted) == {"metadata", "frames"}
-        as_json = json.loads(sent["metadata_json"])
-        assert set(as_json) == set(converted["metadata"]) and as_json["objects"] == converted["metadata"]["objects"]
+        assert set(converted) == {"metadata", "step", "frames"}
+        as_json = json.loads(sent["metadata_json"])  # the player's own document: one agent, its sequence id
+        assert len(as_json["agents"]) == 1 and isinstance(as_json["sequenceId"], int)
+        agent = as_json["agents"][0]
+        assert set(agent) == set(converted["metadata"]) and agent["objects"] == converted["metadata"]["objects"]
+        assert sent["step"] == {k: agent[k] for k in ("lastActionSuccess", "errorMessage", "errorCode",
+                                                      "screenWidth", "screenHeight", "depthFormat") if k in agent}
+        assert sent["step"]["screenWidth"] == 32
         event = wsgi.step("Pass")  # the client asks for it and decodes it lazily, like msgpack metadata
         assert not event.metadata_document.decoded and event.screen_width == 32
-        assert event.metadata["objects"] == as_json["objects"]
+        assert event.metadata_document._fields is None  # not even scanned: the service's step keys stood in
+        assert event.metadata["objects"] == agent["objects"]
 
 
 def test_player_and_client_tokens_do_not_cross(service, alice):
@@ -340,10 +346,11 @@ def test_one_shot_render_forwards_a_wsgi_players_json_as_sent(service, alice):
         "Authorization": f"Bearer {ALICE}", "Accept": "application/x-msgpack", "Unirender-Metadata": "as-sent"})
     assert resp.status_code == 200, resp.text
     events = msgpack.unpackb(resp.content, raw=False)["events"]
-    assert len(events) == 4 and all(set(e) in ({"metadata", "frames"}, {"metadata_json", "frames"}) for e in events)
+    forms = ({"metadata", "frames"}, {"metadata", "step", "frames"}, {"metadata_json", "step", "frames"})
+    assert len(events) == 4 and all(set(e) in forms for e in events)
     assert any("metadata_json" in e for e in events)  # the steps' metadata, as the player sent it
     decoded = alice.render(episode, environment={"width": 32, "height": 32, "transport": "wsgi"})
-    assert [json.loads(e["metadata_json"])["agent"] if "metadata_json" in e else e["metadata"]["agent"]
+    assert [json.loads(e["metadata_json"])["agents"][0]["agent"] if "metadata_json" in e else e["metadata"]["agent"]
             for e in events] == [e.metadata["agent"] for e in decoded]
 
 

@@ -38,7 +38,14 @@ from unirender.protocol.masks import (
     SegmentationColors,
     checked_colors,
 )
-from unirender.protocol.metadata import STEP_KEYS, MetadataDocument, agent_json, agent_msgpack
+from unirender.protocol.metadata import (
+    AGENT_STEP_KEYS,
+    STEP_KEYS,
+    MetadataDocument,
+    agent_json_document,
+    agent_msgpack,
+    agent_step_keys,
+)
 from unirender.protocol.payload import Payload
 
 # Event attribute -> form field name (protocol.md 2.4). Per agent:
@@ -145,10 +152,10 @@ class Event:
         """Agent ``agent``'s event over a whole document, its metadata decoded on first access."""
         event = cls.__new__(cls)
         event._setup(document, agent, None, images, third_party_images, options["depth_format"],
-                     options["camera_near_plane"], options["camera_far_plane"])  # fmt: skip
+                     options["camera_near_plane"], options["camera_far_plane"], options.get("step"))  # fmt: skip
         return event
 
-    def _setup(self, document, agent, metadata, images, third_party, depth_format, near, far) -> None:
+    def _setup(self, document, agent, metadata, images, third_party, depth_format, near, far, step=None) -> None:
         self._document = document
         self._agent = agent
         if metadata is not None:
@@ -156,7 +163,8 @@ class Event:
             self._step = self._metadata
         else:
             self._metadata = None
-            self._step = document.fields.agents[agent]  # the step keys, read without a full decode
+            # The step keys, read without a full decode (or as read by whoever forwarded the document).
+            self._step = step if step is not None else document.fields.agents[agent]
         step = self._step
         self.screen_width = step.get("screenWidth")
         self.screen_height = step.get("screenHeight")
@@ -203,12 +211,20 @@ class Event:
             return None
         return agent_msgpack(self._document, self._agent)
 
-    def metadata_json(self) -> bytes | None:
-        """This agent's metadata as the JSON text a WSGI player sent (:func:`~unirender.protocol.metadata.agent_json`),
-        to forward it unconverted; None once ``metadata`` was accessed or where the document is not such JSON."""
+    def metadata_json_document(self) -> bytes | memoryview | None:
+        """A JSON document whose ``agents[0]`` is this agent's metadata in the JSON text a WSGI player sent
+        (:func:`~unirender.protocol.metadata.agent_json_document`: for a one-agent scene, the player's document as
+        received), to forward it unconverted; None once ``metadata`` was accessed or where the document is not
+        such JSON."""
         if self._metadata is not None or self._document is None:
             return None
-        return agent_json(self._document, self._agent)
+        return agent_json_document(self._document, self._agent)
+
+    def step_keys(self) -> dict:
+        """This agent's step keys that its metadata has (``lastActionSuccess``, ``errorMessage``, ``errorCode``,
+        ``screenWidth``, ``screenHeight``, ``depthFormat``), as a dict, read without decoding the metadata."""
+        step = self._step
+        return {key: step[key] for key in AGENT_STEP_KEYS if key in step}
 
     def peek_metadata(self, key: str, default=None):
         """``event.metadata.get(key, default)``, without decoding the metadata when ``key`` is a step key
@@ -479,14 +495,16 @@ class Event:
         return out
 
     @classmethod
-    def from_frames(cls, metadata: dict | MetadataDocument, frames: dict[str, np.ndarray], **kwargs) -> Event:
+    def from_frames(cls, metadata: dict | MetadataDocument, frames: dict[str, np.ndarray], *,
+                    step: dict | None = None, **kwargs) -> Event:
         """An event from already decoded arrays (as :meth:`frames` returns; lists also accepted for third-party
         modalities). Arrays are used as given: no flip, no depth conversion. ``metadata``: a dict, or a
-        one-agent document (e.g. :func:`~unirender.protocol.metadata.one_agent_document`), decoded on first
-        access."""
+        document whose ``agents[0]`` is the event's (e.g. :func:`~unirender.protocol.metadata.one_agent_document`),
+        decoded on first access; ``step``: its step keys as :meth:`step_keys` gave them where it was read (used
+        if well-formed, so that the document is not even scanned), else they are read from the document."""
         if isinstance(metadata, MetadataDocument):
             options = {"depth_format": "Meters", "camera_near_plane": 0.1, "camera_far_plane": 20.0, **kwargs}
-            event = cls._from_document(metadata, 0, None, None, **options)
+            event = cls._from_document(metadata, 0, None, None, step=agent_step_keys(step), **options)
         else:
             event = cls(metadata, **kwargs)
         event._set_frames(frames)

@@ -146,14 +146,14 @@ def unpack_metadata(body, what: str = "METADATA") -> dict:
     return value
 
 
-def loads_json(text: str | bytes, what: str = "form field 'metadata'") -> object:
+def loads_json(text: str | bytes | memoryview, what: str = "form field 'metadata'") -> object:
     """JSON text -> Python, exactly as ``json.loads`` (msgspec first, for speed; ``json.loads`` for what it refuses)."""
     try:
         return msgspec.json.decode(text)
     except (msgspec.MsgspecError, ValueError, RecursionError):
         pass
     try:
-        return json.loads(text)
+        return json.loads(bytes(text) if isinstance(text, memoryview) else text)
     except (ValueError, RecursionError) as exc:
         raise MetadataError(f"{what} is not JSON: {exc}") from exc
 
@@ -374,13 +374,28 @@ def agent_msgpack(document: MetadataDocument, agent: int) -> bytes | memoryview 
         return None
 
 
-def agent_json(document: MetadataDocument, agent: int) -> bytes | None:
-    """Agent ``agent``'s metadata map as the JSON text a WSGI player sent (sliced from the document, nothing
-    decoded), to forward it without converting it; None for any other document (msgpack, decoded, merged patches)
-    or where the document cannot be sliced (malformed, not strict JSON, not the expected shape): the caller then
-    falls back to :func:`agent_msgpack`."""
+def agent_json_document(document: MetadataDocument, agent: int) -> bytes | memoryview | None:
+    """A ``MultiAgentMetadata`` JSON document whose ``agents[0]`` is agent ``agent``'s metadata, in the JSON text a
+    WSGI player sent, to forward it without converting it: for agent 0 of a one-agent document (every step of a
+    single-agent scene) the player's document itself, as received (nothing scanned again, nothing copied); else
+    that agent's map sliced from it (nothing decoded) in a ``{"agents": [...]}`` of its own. None for any other
+    document (msgpack, decoded, merged patches) or where it cannot be sliced (malformed, not strict JSON, not the
+    expected shape): the caller then falls back to :func:`agent_msgpack`.
+
+    Either way a full decode of the result gives, as ``agents[0]``, what the full decode of the player's document
+    gives as ``agents[agent]``."""
     if not isinstance(document, RawMetadata) or document.format != JSON or document.decoded:
         return None
+    if agent == 0:
+        try:
+            agents = len(document.fields.agents)  # read when it arrived (the sequence check), so no second scan
+        except MetadataError:
+            return None
+        if document.decoded:
+            return None  # the partial read could not say: decoded in full (and maybe changed since)
+        if agents == 1:  # well-formed (msgspec checks what it skips), one agent: forwarded as it came
+            raw = document.raw
+            return raw.encode("utf-8") if isinstance(raw, str) else raw
     try:
         agents = _AGENTS_AS_JSON.decode(document.raw).agents
     except (msgspec.MsgspecError, ValueError, TypeError, RecursionError):
@@ -388,12 +403,18 @@ def agent_json(document: MetadataDocument, agent: int) -> bytes | None:
     if agents is _UNSET or not 0 <= agent < len(agents):
         return None
     text = bytes(agents[agent])
-    return text if text[:1] == b"{" else None
+    return b'{"agents":[' + text + b"]}" if text[:1] == b"{" else None
 
 
-def one_agent_json_document(agent_map: bytes | memoryview) -> RawMetadata:
-    """:func:`one_agent_document` for an agent's map as JSON text (what :func:`agent_json` gives)."""
-    return RawMetadata(b'{"agents":[' + bytes(agent_map) + b"]}", JSON)
+def agent_step_keys(value: object) -> dict | None:
+    """``value`` if it can stand for an agent's step keys read elsewhere (a dict of some of
+    :data:`AGENT_STEP_KEYS` to plain scalars, as :attr:`StepFields.agents` holds), else None."""
+    if not isinstance(value, dict) or len(value) > len(AGENT_STEP_KEYS):
+        return None
+    for key, item in value.items():
+        if key not in AGENT_STEP_KEYS or type(item) not in _SCALARS:
+            return None
+    return value
 
 
 def _msgpack_agent_slice(raw, agent: int) -> memoryview | None:
@@ -443,13 +464,13 @@ __all__ = [
     "PatchedMetadata",
     "RawMetadata",
     "StepFields",
-    "agent_json",
+    "agent_json_document",
     "agent_msgpack",
+    "agent_step_keys",
     "as_document",
     "loads_json",
     "loads_json_metadata",
     "one_agent_document",
-    "one_agent_json_document",
     "scan_step_fields",
     "step_fields_of",
     "unpack_metadata",

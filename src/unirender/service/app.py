@@ -106,29 +106,31 @@ def _select_frames(frames: dict, wanted: list[str]) -> dict:
     return selected
 
 
-def wire_metadata(event: Any, fmt: str | None, json_as_sent: bool = False) -> tuple[str, Any]:
-    """An event's metadata for a response in ``fmt``, as (document key, value). msgpack: as the player sent it,
-    never decoded here just to be re-packed: a FIFO player's msgpack bytes forwarded; a WSGI player's JSON text
-    forwarded as ``metadata_json`` if the client sent ``Unirender-Metadata: as-sent`` (``json_as_sent``), else
-    converted once (``Event.metadata_msgpack``). Otherwise (or where the event has no raw form) the decoded dict."""
+def wire_metadata(event: Any, fmt: str | None, json_as_sent: bool = False) -> dict:
+    """An event's metadata for a response in ``fmt``, as document entries. msgpack: as the player sent it, never
+    decoded here just to be re-packed: a FIFO player's msgpack bytes forwarded; a WSGI player's JSON forwarded as
+    ``metadata_json`` (``Event.metadata_json_document``: for a one-agent scene the player's document itself) if the
+    client sent ``Unirender-Metadata: as-sent`` (``json_as_sent``), else converted once
+    (``Event.metadata_msgpack``); with either, ``step``: the step keys read from it here, so that the client need
+    not scan it again. Otherwise (or where the event has no raw form) the decoded dict as ``metadata``."""
     if fmt == wire.MSGPACK and hasattr(event, "metadata_msgpack"):
-        text = event.metadata_json() if json_as_sent else None
+        text = event.metadata_json_document() if json_as_sent else None
         if text is not None:
-            return wire.METADATA_JSON, text
+            return {wire.METADATA_JSON: text, wire.STEP: event.step_keys()}
         packed = event.metadata_msgpack()
         if packed is not None:
-            return "metadata", wire.PackedMsgpack(packed)
-    return "metadata", event.metadata
+            return {"metadata": wire.PackedMsgpack(packed), wire.STEP: event.step_keys()}
+    return {"metadata": event.metadata}
 
 
 def event_document(event: Any, modalities: list[str] | None, fmt: str | None = None,
                    json_as_sent: bool = False) -> dict:
-    """An Event -> {"metadata" (or "metadata_json"), "frames"}; ``modalities`` None means every decoded modality."""
+    """An Event -> {"metadata" (or "metadata_json" and "step"), "frames"}; ``modalities`` None means every decoded
+    modality."""
     frames = event.frames()
     if modalities is not None:
         frames = _select_frames(frames, modalities)
-    key, metadata = wire_metadata(event, fmt, json_as_sent)
-    return {key: metadata, "frames": frames}
+    return {**wire_metadata(event, fmt, json_as_sent), "frames": frames}
 
 
 class EncodedResponse:
@@ -466,7 +468,7 @@ class ServiceApp:
 
     @staticmethod
     def _json_as_sent(request: Request) -> bool:
-        """The client takes a WSGI player's metadata as the JSON text it sent (``metadata_json``)."""
+        """The client takes a WSGI player's metadata as the JSON it sent (``metadata_json``)."""
         return request.headers.get(wire.METADATA_HEADER, "").strip().lower() == wire.METADATA_AS_SENT
 
     def _event_response(self, request: Request, event, fmt: str, modalities: list[str] | None,
@@ -504,8 +506,8 @@ class ServiceApp:
                         if len(docs) >= MAX_RENDER_FRAMES:
                             raise ApiError(422, "render_too_large", f"more than {MAX_RENDER_FRAMES} frames; "
                                            "submit a job instead (POST /v1/jobs)")
-                        key, metadata = wire_metadata(event, fmt, self._json_as_sent(request))
-                        docs.append({key: metadata, "frames": frames_to_record(event, body.render)})
+                        docs.append({**wire_metadata(event, fmt, self._json_as_sent(request)),
+                                     "frames": frames_to_record(event, body.render)})
         finally:
             try:
                 self.sessions.delete(owner, entry.id, "one-shot render finished")

@@ -84,8 +84,9 @@ def _body(name: str | list[str], msgpack: bool = True) -> dict:
 def _event_responses(event_schema: str) -> dict:
     return {
         "200": {
-            "description": "the event: metadata plus frames (msgpack: raw bytes with shape/dtype; JSON: base64 "
-            "PNG/NPY when ?modalities= asks; multipart/mixed: a JSON part then one part per frame)",
+            "description": "the event: metadata plus frames (msgpack: raw bytes with shape/dtype, and 'step', the "
+            "step keys read from metadata forwarded as the player sent it; JSON: base64 PNG/NPY when ?modalities= "
+            "asks; multipart/mixed: a JSON part then one part per frame)",
             "content": {
                 "application/json": {"schema": _ref(event_schema)},
                 "application/x-msgpack": {"schema": {}},
@@ -117,7 +118,8 @@ MODALITIES = {
 METADATA_AS_SENT = {
     "name": "Unirender-Metadata", "in": "header", "required": False, "schema": {"type": "string", "enum": ["as-sent"]},
     "description": "msgpack responses only: an event whose player spoke JSON (WSGI) carries its metadata as that "
-    "JSON text, unconverted, in 'metadata_json' (bytes) instead of a 'metadata' map",
+    "JSON, unconverted, in 'metadata_json' (bytes: a JSON document whose agents[0] is the event's metadata; for a "
+    "one-agent scene the very document the player sent) instead of a 'metadata' map",
 }
 
 

@@ -19,6 +19,7 @@ from unirender.wire import (
     MULTIPART,
     NPY,
     PNG,
+    STEP,
     PackedMsgpack,
     UnsupportedMediaType,
     WireError,
@@ -33,7 +34,8 @@ from unirender.wire import (
 )
 
 __all__ = [
-    "FORMATS", "JSON", "MAX_DEPTH", "METADATA_AS_SENT", "METADATA_HEADER", "METADATA_JSON", "MSGPACK", "MULTIPART", "NPY", "PNG", "PackedMsgpack", "UnsupportedMediaType", "WireError",
+    "FORMATS", "JSON", "MAX_DEPTH", "METADATA_AS_SENT", "METADATA_HEADER", "METADATA_JSON", "MSGPACK", "MULTIPART", "NPY", "PNG", "STEP",
+    "PackedMsgpack", "UnsupportedMediaType", "WireError",
     "_json_default", "array_to_npy", "array_to_png", "decode_document", "decode_request_body", "encode_document",
     "encode_request_body", "negotiate", "split_multipart",
 ]
