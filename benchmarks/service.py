@@ -80,18 +80,17 @@ server.run()
 
 def http_floor(size: int):
     """A bare waitress app answering ``size`` bytes, and a function doing one keep-alive POST to it the way the
-    client does on loopback (urllib3, one read): the HTTP cost without the service, under the same load."""
-    import urllib3
+    client does on loopback (``unirender.http_connection``): the HTTP cost without the service, same load."""
+    from unirender.http_connection import HttpConnection
 
     proc = subprocess.Popen([sys.executable, "-c", FLOOR_SERVER, str(size)], stdout=subprocess.PIPE, text=True)
-    pool = urllib3.HTTPConnectionPool("127.0.0.1", int(proc.stdout.readline()), maxsize=1, retries=False)
+    conn = HttpConnection("127.0.0.1", int(proc.stdout.readline()), timeout=60)
 
     def post():
-        resp = pool.urlopen("POST", "/step", body=b'{"action": "RotateRight"}', preload_content=False,
-                            headers={"Content-Type": "application/json", "Accept": "application/x-msgpack"})
-        resp.read()
-        resp.release_conn()
+        conn.request("POST", "/step", {"Content-Type": "application/json", "Accept": "application/x-msgpack"},
+                     b'{"action": "RotateRight"}')
 
+    post.close = conn.close
     return proc, post
 
 
@@ -110,7 +109,7 @@ def latency(url: str, modalities: list[str], steps: int) -> list[dict]:
     floor_proc, floor_post = http_floor(size)
     views = {
         "local Controller": None,
-        f"HTTP floor: bare waitress + urllib3, {size} B, no service": floor_post,
+        f"HTTP floor: bare waitress + the client's connection, {size} B, no service": floor_post,
         "HTTP msgpack": remote,
         "HTTP JSON (base64 PNG/NPY)": RemoteSession(Client(url, format="json"), remote.info_at_start, modalities),
         "HTTP multipart (PNG/NPY)": RemoteSession(Client(url, format="multipart"), remote.info_at_start),
@@ -141,6 +140,7 @@ def latency(url: str, modalities: list[str], steps: int) -> list[dict]:
     finally:
         remote.stop()
         local.stop()
+        floor_post.close()
         floor_proc.kill()
         floor_proc.wait()
     rows = []

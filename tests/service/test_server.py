@@ -211,6 +211,27 @@ def test_requests_path_of_the_client(service, fifo_session):
         assert client._http_sessions  # it did use requests
 
 
+def test_client_close_closes_every_threads_connection_and_later_calls_reopen(service):
+    """One keep-alive connection per thread; ``close()`` closes them all, and a call after it opens (and tracks)
+    a new one, so a second ``close()`` closes that too."""
+    client = Client(service.url, ALICE)
+    client.health()
+    threads = [threading.Thread(target=client.health) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    first = list(client._connections)
+    assert len(first) == 4 and all(c.connected for c in first)
+    client.close()
+    assert not any(c.connected for c in first)
+    assert client.health()["status"] == "ok"
+    (second,) = client._connections
+    assert second not in first and second.connected
+    client.close()
+    assert not second.connected
+
+
 def test_other_tokens_cannot_see_a_session(service, bob, fifo_session):
     for method, path in [("GET", ""), ("DELETE", ""), ("POST", "/step"), ("POST", "/reset")]:
         with pytest.raises(ServiceError) as info:
