@@ -260,12 +260,19 @@ def _padded_channels(b: np.ndarray) -> np.ndarray | None:
 
 
 def _encode_msgpack(doc: dict) -> bytes:
-    """msgpack, assembled from chunks so that each frame is copied once (into the joined body), never
+    """msgpack, assembled from pieces so that each frame is copied once (into the joined body), never
     flipped or made contiguous first. One ``bytes`` body: waitress compares and slices what it is given, which
     costs milliseconds per MiB for a memoryview."""
-    chunks: list[bytes | memoryview] = []
-    _emit_msgpack(doc, chunks, msgpack.Packer(use_bin_type=True, default=_json_default).pack)
-    return b"".join(chunks)
+    return b"".join(msgpack_pieces(doc))
+
+
+def msgpack_pieces(doc: dict) -> list[bytes | memoryview]:
+    """``doc`` as msgpack in pieces whose concatenation is :func:`encode_document`'s body: small ``bytes`` around
+    each frame's data, which is a view of the frame's own memory (nothing copied), for a writer that sends
+    buffers as they are (``sendmsg``)."""
+    pieces: list[bytes | memoryview] = []
+    _emit_msgpack(doc, pieces, msgpack.Packer(use_bin_type=True, default=_json_default).pack)
+    return pieces
 
 
 def _emit_msgpack(value, chunks: list, pack) -> None:

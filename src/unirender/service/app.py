@@ -21,6 +21,7 @@ from unirender.errors import SpecError
 from unirender.service import mlagents_sessions, wire
 from unirender.service.config import ANONYMOUS, ServiceConfig
 from unirender.service.errors import ApiError, from_http_exception, from_unirender_error
+from unirender.service.gathered_body import GatheredBody, takes_gathered_body
 from unirender.service.jobs import JobManager
 from unirender.service.limits import PlayerSlots
 from unirender.service.metrics import ServiceMetrics
@@ -323,8 +324,13 @@ class ServiceApp:
         self.metrics.bytes_out.labels("json").inc(len(body))
         return Response(body, status=status, mimetype="application/json")
 
-    def _encoded(self, doc: dict, fmt: str) -> EncodedResponse:
-        content_type, body = wire.encode_document(doc, fmt)
+    def _encoded(self, doc: dict, fmt: str, environ: dict | None = None) -> EncodedResponse:
+        """``doc`` encoded; msgpack for a channel that sends buffers as they are (the service's own server,
+        ``environ`` says) as a :class:`GatheredBody` of pieces, its frames never copied into a joined body."""
+        if fmt == wire.MSGPACK and environ is not None and takes_gathered_body(environ):
+            content_type, body = wire.MSGPACK, GatheredBody(wire.msgpack_pieces(doc))
+        else:
+            content_type, body = wire.encode_document(doc, fmt)
         size = len(body) if isinstance(body, bytes) else sum(len(c) for c in body)
         self.metrics.bytes_out.labels(fmt.split("/")[-1]).inc(size)
         return EncodedResponse(body, content_type, size)
@@ -476,7 +482,8 @@ class ServiceApp:
         if fmt == wire.JSON and modalities is None:
             modalities = []  # JSON carries frames only on request (?modalities=rgb,...)
         started = time.perf_counter()
-        resp = self._encoded(event_document(event, modalities, fmt, self._json_as_sent(request)), fmt)
+        resp = self._encoded(event_document(event, modalities, fmt, self._json_as_sent(request)), fmt,
+                             request.environ)
         # Where the time went, for clients and benchmarks (W3C Server-Timing): player step, then encoding.
         resp.headers["Server-Timing"] = (
             f"step;dur={step_s * 1000:.3f}, encode;dur={(time.perf_counter() - started) * 1000:.3f}"

@@ -30,6 +30,7 @@ from waitress.server import create_server
 
 from unirender.service.app import ServiceApp, create_app, make_player_hub
 from unirender.service.config import ServiceConfig
+from unirender.service.gathered_body import GatheredBody
 from unirender.transport.serving import apply_connection_policy, quick_ack_channel_class
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,8 @@ def service_channel_class(config: ServiceConfig | None = None, authorize_body=No
     ``SO_SNDBUF``-sized pieces to send them: two copies of fresh memory, ~0.5 ms per 300x300 step on 2 cores.
     A body of at least ``_DIRECT_SEND_MIN`` bytes with nothing queued before it goes to the socket at once
     instead, together with its held response head (one ``sendmsg``), under the channel's output lock; only what
-    the socket does not take is buffered, and waitress sends that as usual.
+    the socket does not take is buffered, and waitress sends that as usual. A :class:`GatheredBody` (a frame
+    response's pieces) goes the same way without ever being joined.
     """
     from waitress.channel import ClientDisconnected, HTTPChannel
 
@@ -56,14 +58,19 @@ def service_channel_class(config: ServiceConfig | None = None, authorize_body=No
                                        authorize_body=authorize_body)
 
     class ServiceChannel(base):
+        takes_gathered_body = True  # service.gathered_body: a frame response's pieces, sent as they are
+
         def write_soon(self, data):
             if not isinstance(data, bytes) or len(data) < _DIRECT_SEND_MIN or self.total_outbufs_len:
+                if isinstance(data, GatheredBody):
+                    data = data.join()
                 return super().write_soon(data)
             if not self.connected:
                 raise ClientDisconnected
+            body = data.pieces if isinstance(data, GatheredBody) else [data]
             with self.outbuf_lock:
                 head, self._held_head = self._held_head, None
-                pieces = [data] if head is None else [head, data]
+                pieces = body if head is None else [head, *body]
                 sent = 0
                 sock = self.socket  # None once the main loop has closed the channel
                 if sock is not None and self.connected and not self.total_outbufs_len:  # else: queue behind
@@ -77,7 +84,10 @@ def service_channel_class(config: ServiceConfig | None = None, authorize_body=No
                     if sent >= len(piece):
                         sent -= len(piece)
                         continue
-                    HTTPChannel.write_soon(self, piece[sent:] if sent else piece)
+                    # What the socket did not take, as bytes: a view would keep a player's buffer from being
+                    # recycled while queued, and waitress slices and compares what it queues.
+                    rest = piece[sent:] if sent else piece
+                    HTTPChannel.write_soon(self, rest if type(rest) is bytes else bytes(rest))
                     sent = 0
             return len(data)
 
