@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
+import statistics
 import time
 from urllib.parse import urlsplit
 
@@ -350,11 +351,13 @@ def test_unique_part_name_floods_do_not_grow_memory(service, synced):
         assert post_train(service, content_type, body) == 400  # too many parts for a stranger: counted, refused
         samples.append(rss_mb(service))
     same_frames(wsgi_session.step("RotateRight"), local.step("RotateRight"))
-    first, last = max(samples[:10]), max(samples[20:])
-    print(f"\n30 forms x 20,000 unique part names: RSS {before:.0f} MB -> highest of the first ten {first:.0f} MB, "
-          f"of the last ten {last:.0f} MB")
-    assert first - before < 30  # the working memory of receiving one 1.5 MB form, then reused
-    assert last - first < 5  # not growing with the number of names sent (the old hub: +8 MB a form)
+    first, last = statistics.median(samples[:10]), statistics.median(samples[20:])
+    print(f"\n30 forms x 20,000 unique part names: RSS {before:.0f} MB -> median of the first ten {first:.0f} MB, "
+          f"of the last ten {last:.0f} MB, highest {max(samples):.0f} MB")
+    assert max(samples) - before < 30  # the working memory of receiving one 1.5 MB form, then reused
+    # Not growing with the number of names sent (the old hub: +8 MB a form). Medians: a sample taken while one
+    # form's working memory is still held reads ~5 MB higher, wherever in the run it falls.
+    assert last - first < 5
 
 
 # -- 5. a 422 must not amplify ---------------------------------------------------------------------------------
