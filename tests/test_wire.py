@@ -162,3 +162,19 @@ def test_msgpack_encoding_lets_go_of_the_frames_at_once(many):
         assert alive() is None
     finally:
         gc.enable()
+
+
+def test_msgpack_pieces_hold_the_frames_memory_and_few_buffers():
+    """What the service sends with one ``sendmsg``: each frame's data is a view of its own memory (nothing copied)
+    between a few joined runs of small bytes, and the pieces concatenate to the msgpack body."""
+    stored = np.arange(5 * 6 * 4, dtype=np.uint8).reshape(5, 6, 4)
+    frames = {"frame": stored[::-1, :, :3], "depth_frame": np.linspace(0, 1, 30, dtype=np.float32).reshape(5, 6)}
+    doc = {"metadata": {"lastActionSuccess": True, "objects": [{"a": 1}] * 3}, "step": {"screenWidth": 6},
+           "frames": frames}
+    pieces = wire.msgpack_pieces(doc)
+    views = [p for p in pieces if isinstance(p, memoryview)]
+    assert len(views) == 2 and len(pieces) <= 2 * len(views) + 1  # no run of bytes left unjoined
+    assert np.shares_memory(np.frombuffer(views[0], np.uint8), stored)  # the stored RGBA rows, as they are
+    assert np.shares_memory(np.frombuffer(views[1], np.float32), frames["depth_frame"])
+    decoded = wire.decode_document(wire.MSGPACK, b"".join(pieces))
+    assert np.array_equal(decoded["frames"]["frame"], frames["frame"]) and decoded["step"] == {"screenWidth": 6}

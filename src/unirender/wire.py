@@ -270,8 +270,20 @@ def msgpack_pieces(doc: dict) -> list[bytes | memoryview]:
     """``doc`` as msgpack in pieces whose concatenation is :func:`encode_document`'s body: small ``bytes`` around
     each frame's data, which is a view of the frame's own memory (nothing copied), for a writer that sends
     buffers as they are (``sendmsg``)."""
+    emitted: list[bytes | memoryview] = []
+    _emit_msgpack(doc, emitted, msgpack.Packer(use_bin_type=True, default=_json_default).pack)
     pieces: list[bytes | memoryview] = []
-    _emit_msgpack(doc, pieces, msgpack.Packer(use_bin_type=True, default=_json_default).pack)
+    run: list[bytes] = []  # consecutive bytes (keys, headers, small values) joined: a few buffers, not one per key
+    for piece in emitted:
+        if type(piece) is bytes:
+            run.append(piece)
+            continue
+        if run:
+            pieces.append(b"".join(run))
+            run = []
+        pieces.append(piece)
+    if run:
+        pieces.append(b"".join(run))
     return pieces
 
 

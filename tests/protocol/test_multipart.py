@@ -8,6 +8,7 @@ from unirender.protocol import MetadataError, MultipartError
 from unirender.protocol.multipart import (
     build_wwwform,
     parse_form,
+    parse_options_header,
     payload_parts_from_form,
     random_boundary,
     unity_url_encode,
@@ -206,3 +207,28 @@ def test_malformed_forms(content_type, body, match):
 def test_malformed_metadata(fields, match):
     with pytest.raises(MetadataError, match=match):
         payload_parts_from_form(fields, {})
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.text(st.sampled_from(list("aZ09 \t;=/-._+\"*'\\()%,:\r\n\x0b\x1c\x85\xa0é\0")), max_size=30))
+def test_options_headers_split_directly_read_as_the_email_package_reads_them(value):
+    """The direct split of plain values gives what the standard library's MIME parser gives, for any value."""
+    from unirender.protocol.multipart import _parse_options_email
+
+    try:
+        expected = _parse_options_email(value)
+    except Exception as exc:  # noqa: BLE001 - whatever it raises, the same must be raised
+        with pytest.raises(type(exc)):
+            parse_options_header(value)
+        return
+    assert parse_options_header(value) == expected
+
+
+def test_plain_content_types_skip_the_email_package(monkeypatch):
+    import unirender.protocol.multipart as multipart
+
+    monkeypatch.setattr(multipart, "_parse_options_email", None)  # would fail if called
+    assert parse_options_header("multipart/form-data; boundary=0aZ-_.9") == (
+        "multipart/form-data", {"boundary": "0aZ-_.9"})
+    assert parse_options_header("Application/JSON") == ("application/json", {})
+    assert parse_options_header(None) == ("", {})
