@@ -171,7 +171,8 @@ class Client:
             raise requests.ConnectionError(exc) from exc
         resp = requests.Response()
         resp.status_code, resp.reason = head.status, head.reason
-        resp.headers = CaseInsensitiveDict(head.headers)
+        # A repeated header's values joined (ResponseHead.get), as urllib3 gave them.
+        resp.headers = CaseInsensitiveDict({name: head.get(name) for name, _ in head.headers})
         resp.url = self.url + url[len(self._prefix):]
         resp._content, resp._content_consumed = content, True
         return resp

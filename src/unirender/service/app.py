@@ -126,8 +126,8 @@ def wire_metadata(event: Any, fmt: str | None, json_as_sent: bool = False) -> di
 
 def event_document(event: Any, modalities: list[str] | None, fmt: str | None = None,
                    json_as_sent: bool = False) -> dict:
-    """An Event -> {"metadata" (or "metadata_json" and "step"), "frames"}; ``modalities`` None means every decoded
-    modality."""
+    """An Event -> {"metadata" or "metadata_json", "step" where forwarded as sent, "frames"}; ``modalities`` None
+    means every decoded modality."""
     frames = event.frames()
     if modalities is not None:
         frames = _select_frames(frames, modalities)
