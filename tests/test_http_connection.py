@@ -189,6 +189,23 @@ def test_broken_responses_raise_and_close(scripted, reply, error):
     assert not conn.connected
 
 
+def test_an_answer_sent_before_the_body_was_read_is_returned(scripted):
+    """A server that refuses a request from its head (413) and closes without reading the body: the send fails
+    (broken pipe or reset) but the answer is there to read, as urllib3 reads it too."""
+    def handler(conn, count):
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += conn.recv(4096)
+        conn.sendall(b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 8\r\nConnection: close\r\n\r\ntoo big!")
+        conn.shutdown(socket.SHUT_WR)
+        time.sleep(0.2)  # then close with the body unread (a reset)
+
+    server = scripted(handler)
+    conn = HttpConnection("127.0.0.1", server.port, timeout=10)
+    head, content = conn.request("POST", "/", {}, b"x" * (8 * 2**20))
+    assert (head.status, content) == (413, b"too big!") and not conn.connected
+
+
 def test_timeouts_and_refusals(scripted):
     release = threading.Event()
 

@@ -7,7 +7,8 @@ single ``bytes`` object straight from the socket (no chunks to join).
 
 Like urllib3 with ``retries=False``: a connection the server closed while it sat idle (or that holds bytes
 nobody asked for) is replaced before a request is sent on it; one that fails during a request is closed and the
-error raised, never retried (a step is not idempotent). Errors: :class:`ConnectTimeout` / :class:`ReadTimeout`
+error raised, never retried (a step is not idempotent); an answer the server sent before it stopped reading the
+body (a 413 from the head) is read and returned, not lost to the broken pipe. Errors: :class:`ConnectTimeout` / :class:`ReadTimeout`
 (both ``TimeoutError``), ``OSError`` for the network, ``HttpFramingError`` for a response that cannot be framed.
 """
 
@@ -90,25 +91,34 @@ class HttpConnection:
         sock, reader = self._sock, self._reader
         assert sock is not None and reader is not None
         head = request_head(method, target, self.host_header, headers, None if body is None else len(body))
+        refused: OSError | None = None
         try:
-            if body and len(body) > _JOIN_BODY:
-                sock.sendall(head)
-                sock.sendall(body)
-            else:
-                sock.sendall(head + body if body else head)
-            while True:
-                response = parse_response_head(self._read_head(reader))
-                if not (100 <= response.status < 200) or response.status == 101:
-                    break  # 1xx interim responses (100 Continue, 103 Early Hints) precede the real one
-            framing = body_framing(method, response)
-            content = self._read_body(reader, framing)
+            try:
+                if body and len(body) > _JOIN_BODY:
+                    sock.sendall(head)
+                    sock.sendall(body)
+                else:
+                    sock.sendall(head + body if body else head)
+            except (BrokenPipeError, ConnectionResetError) as exc:
+                refused = exc  # the server may have answered from the head (a 413) and closed: read that
+            try:
+                while True:
+                    response = parse_response_head(self._read_head(reader))
+                    if not (100 <= response.status < 200) or response.status == 101:
+                        break  # 1xx interim responses (100 Continue, 103 Early Hints) precede the real one
+                framing = body_framing(method, response)
+                content = self._read_body(reader, framing)
+            except (OSError, HttpFramingError):
+                if refused is not None:
+                    raise refused from None  # no answer after all: the send's error is the one to report
+                raise
         except TimeoutError as exc:
             self.close()
             raise ReadTimeout(f"{method} {target}: no complete answer within {self.timeout} s") from exc
         except BaseException:
             self.close()
             raise
-        if not keeps_alive(response, framing):
+        if refused is not None or not keeps_alive(response, framing):
             self.close()
         return response, content
 

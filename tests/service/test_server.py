@@ -211,6 +211,15 @@ def test_requests_path_of_the_client(service, fifo_session):
         assert client._http_sessions  # it did use requests
 
 
+def test_the_client_gets_the_413_for_a_body_over_the_limit(service, alice):
+    """The service refuses an oversized body from its head and closes; the client still reports that answer (a
+    ServiceError 413), not the broken pipe of its unsent body, and its next call opens a new connection."""
+    with pytest.raises(ServiceError) as info:
+        alice.request("POST", "/v1/sessions", {"pad": "x" * (5 * 2**20)})
+    assert info.value.status == 413 and info.value.code == "body_too_large"
+    assert alice.health()["status"] == "ok"
+
+
 def test_client_close_closes_every_threads_connection_and_later_calls_reopen(service):
     """One keep-alive connection per thread; ``close()`` closes them all, and a call after it opens (and tracks)
     a new one, so a second ``close()`` closes that too."""
