@@ -8,8 +8,9 @@ single ``bytes`` object straight from the socket (no chunks to join).
 Like urllib3 with ``retries=False``: a connection the server closed while it sat idle (or that holds bytes
 nobody asked for) is replaced before a request is sent on it; one that fails during a request is closed and the
 error raised, never retried (a step is not idempotent); an answer the server sent before it stopped reading the
-body (a 413 from the head) is read and returned, not lost to the broken pipe. Errors: :class:`ConnectTimeout` / :class:`ReadTimeout`
-(both ``TimeoutError``), ``OSError`` for the network, ``HttpFramingError`` for a response that cannot be framed.
+body (a 413 from the head) is read and returned, not lost to the broken pipe. Errors: :class:`ConnectTimeout` /
+:class:`ReadTimeout` (both ``TimeoutError``), ``OSError`` for the network, ``HttpFramingError`` for a response
+that cannot be framed.
 """
 
 from __future__ import annotations
