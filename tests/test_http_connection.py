@@ -136,6 +136,37 @@ def test_a_connection_the_server_closed_while_idle_is_replaced(scripted):
         conn.close()
 
 
+def test_keep_alive_holds_with_descriptors_above_1023(scripted):
+    """The idle check works for any descriptor number (select() would refuse those above 1023, and every
+    request would then open a new connection)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the descriptor limit ({hard}) does not reach 1024")
+
+    def handler(conn, count):  # keep-alive, blocking reads: no select() on this side either
+        while read_request(conn):
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+    server = scripted(handler)
+    if soft < 1200:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1200, hard))
+    null = os.open(os.devnull, os.O_RDONLY)
+    filler = [null] + [os.dup(null) for _ in range(1030)]  # the connection's socket gets a descriptor above 1023
+    conn = HttpConnection("127.0.0.1", server.port, timeout=10)
+    try:
+        assert conn.request("GET", "/", {})[1] == b"ok" and conn._sock.fileno() > 1023
+        first = conn._sock
+        assert conn.request("GET", "/", {})[1] == b"ok"
+        assert conn._sock is first and server.connections == 1  # reused, not replaced
+    finally:
+        conn.close()
+        for fd in filler:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 def test_connection_close_and_until_close_bodies(scripted):
     def handler(conn, count):
         read_request(conn)

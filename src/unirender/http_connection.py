@@ -78,11 +78,12 @@ class HttpConnection:
 
     def _dropped(self) -> bool:
         """An idle keep-alive connection the server closed (or that has unread bytes): not to be reused."""
+        poller = select.poll()  # not select(): it refuses descriptors above 1023, common in a busy process
+        poller.register(self._sock, select.POLLIN)
         try:
-            readable, _, _ = select.select([self._sock], [], [], 0)
-        except (OSError, ValueError):
+            return bool(poller.poll(0))  # readable (EOF or stray bytes), hung up or in error
+        except OSError:
             return True
-        return bool(readable)
 
     def request(self, method: str, target: str, headers: dict[str, str],
                 body: bytes | None = None) -> tuple[ResponseHead, bytes]:
