@@ -109,7 +109,7 @@ def test_chunk_size_lines():
             parse_chunk_size(bad)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(status=st.integers(200, 599), reason=st.text(st.characters(min_codepoint=32, max_codepoint=126), max_size=20),
        headers=st.lists(st.tuples(st.from_regex(r"[A-Za-z][A-Za-z0-9\-]{0,15}", fullmatch=True),
                                   st.text(st.characters(min_codepoint=33, max_codepoint=126), max_size=30)),
@@ -127,5 +127,5 @@ def test_heads_parse_as_http_client_parses_them(status, reason, headers):
 
     theirs = http.client.HTTPResponse(Sock())
     theirs.begin()
-    assert ours.status == theirs.status and ours.reason == theirs.reason.strip()
+    assert ours.status == theirs.status and ours.reason == theirs.reason
     assert [(k, v) for k, v in ours.headers] == [(k, v.strip()) for k, v in theirs.getheaders()]

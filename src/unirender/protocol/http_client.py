@@ -96,7 +96,7 @@ def parse_response_head(head: bytes) -> ResponseHead:
         if not sep or not _TOKEN.fullmatch(name):
             raise HttpFramingError(f"malformed response header line {line[:80]!r}")
         headers.append((name.decode("ascii"), value.strip(b" \t").decode("latin-1")))
-    return ResponseHead((1, int(minor)), int(status), (reason or b"").decode("latin-1"), headers)
+    return ResponseHead((1, int(minor)), int(status), (reason or b"").strip(b" \t").decode("latin-1"), headers)
 
 
 def body_framing(method: str, head: ResponseHead) -> int | str:
