@@ -263,18 +263,22 @@ def _encode_msgpack(doc: dict) -> bytes:
     """msgpack, assembled from pieces so that each frame is copied once (into the joined body), never
     flipped or made contiguous first. One ``bytes`` body: waitress compares and slices what it is given, which
     costs milliseconds per MiB for a memoryview."""
-    return b"".join(msgpack_pieces(doc))
+    return b"".join(_emitted_msgpack(doc))
+
+
+def _emitted_msgpack(doc: dict) -> list[bytes | memoryview]:
+    emitted: list[bytes | memoryview] = []
+    _emit_msgpack(doc, emitted, msgpack.Packer(use_bin_type=True, default=_json_default).pack)
+    return emitted
 
 
 def msgpack_pieces(doc: dict) -> list[bytes | memoryview]:
     """``doc`` as msgpack in pieces whose concatenation is :func:`encode_document`'s body: small ``bytes`` around
     each frame's data, which is a view of the frame's own memory (nothing copied), for a writer that sends
     buffers as they are (``sendmsg``)."""
-    emitted: list[bytes | memoryview] = []
-    _emit_msgpack(doc, emitted, msgpack.Packer(use_bin_type=True, default=_json_default).pack)
     pieces: list[bytes | memoryview] = []
     run: list[bytes] = []  # consecutive bytes (keys, headers, small values) joined: a few buffers, not one per key
-    for piece in emitted:
+    for piece in _emitted_msgpack(doc):
         if type(piece) is bytes:
             run.append(piece)
             continue
