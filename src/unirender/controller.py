@@ -18,6 +18,13 @@ from unirender._process import ManagedProcess, RestartBudget, RestartWindow, in_
 from unirender.errors import ActionError, PlayerCrashedError, PlayerError, RestartError
 from unirender.protocol import ProtocolError, build_event
 from unirender.protocol.images import parse_depth_format
+from unirender.simulator import (
+    AI2THOR,
+    ActionDescription,
+    Description,
+    ObservationDescription,
+    describe_placement,
+)
 from unirender.transport import PlayerHub, Transport, make_transport
 
 BUILTIN = "builtin"
@@ -55,8 +62,11 @@ def new_log_path(log_dir: str | os.PathLike | None, kind: str) -> str:
 
 
 class Controller(RestartWindow):
-    """One player process and its transport. See the module doc and ``docs/internals.md``."""
+    """One player process and its transport. See the module doc and ``docs/internals.md``.
 
+    A :class:`unirender.simulator.Simulator` of the ``ai2thor`` family (``describe()``)."""
+
+    family = AI2THOR
     stop_grace_s = 2.0  # SIGTERM, then SIGKILL after this long
 
     def __init__(
@@ -173,6 +183,35 @@ class Controller(RestartWindow):
         if self.resolution is not None:
             self.resolution.release()
             self.resolution = None
+
+    def describe(self) -> Description:
+        """Where the player runs and what its events carry (the frames of the last event: its modalities and
+        cameras as they came, shapes as ``Event`` hands them out). Not for the step path: it decodes them."""
+        observations = []
+        event = self.last_event
+        if event is not None:
+            for key, array in event.frames().items():
+                camera = key in ("frame", "third_party_camera_frames")
+                observations.append(ObservationDescription(key, "image", tuple(array.shape), str(array.dtype),
+                                                           camera=camera))  # fmt: skip
+        names: tuple[str, ...] = ()
+        if self.builtin:
+            from unirender.player.actions import (
+                ACTIONS,  # the reference player's table (a build's is unknown)
+            )
+
+            names = tuple(sorted(ACTIONS))
+        build = None
+        if event is not None:
+            build = event.metadata.get("buildVersion") or event.metadata.get("unityVersion")
+        return Description(
+            family=self.family,
+            actions=ActionDescription("named", names=names),
+            observations=tuple(observations),
+            server_type=self.server_type,
+            build_version=str(build) if build else None,
+            **describe_placement(self),
+        )
 
     def __enter__(self) -> Controller:
         return self

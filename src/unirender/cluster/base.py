@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 from unirender.errors import UnirenderError
 from unirender.protocol.state import normalize_action  # noqa: F401  (the backends take it from here)
+from unirender.simulator import AI2THOR
 
 if TYPE_CHECKING:
     from unirender.protocol.event import Event
+    from unirender.simulator import Description
 
 # Session states, as reported by ``Session.info()["state"]``.
 STARTING, READY, RESTARTING, LOST, STOPPED = "starting", "ready", "restarting", "lost", "stopped"
@@ -80,8 +82,9 @@ class Session:
 
     backend_name = "?"
 
-    def __init__(self, session_id: str, resources: Resources):
+    def __init__(self, session_id: str, resources: Resources, family: str = AI2THOR):
         self.id = session_id
+        self.family = family  # the simulator family (unirender.simulator), fixed at creation
         self.resources = resources
         self.last_event: Event | None = None
         self.created_at = time.time()
@@ -104,6 +107,10 @@ class Session:
     def stop(self) -> None:
         raise NotImplementedError
 
+    def describe(self) -> Description:
+        """The session's :class:`unirender.simulator.Description` (its player's actions and observations)."""
+        raise NotImplementedError
+
     def _placement_info(self) -> dict:
         """platform, device, node, pid, ... as known to the backend."""
         return {}
@@ -113,6 +120,7 @@ class Session:
         info = {
             "id": self.id,
             "backend": self.backend_name,
+            "family": self.family,
             "state": self.state,
             "steps": self.steps,
             "restarts": self.restarts,

@@ -27,9 +27,11 @@ from unirender.cluster.base import (
 )
 from unirender.cluster.placement import LocalPlacement, Slot, placement_info
 from unirender.errors import PlayerError, RestartError
+from unirender.simulator import family_of
 
 if TYPE_CHECKING:
     from unirender.protocol.event import Event
+    from unirender.simulator import Description
 
 
 
@@ -39,7 +41,7 @@ class LocalSession(Session):
     def __init__(
         self, backend: LocalBackend, session_id: str, resources: Resources, slot: Slot, kwargs: dict
     ):
-        super().__init__(session_id, resources)
+        super().__init__(session_id, resources, family_of(kwargs))
         self._backend = backend
         self._slot = slot
         self._kwargs = kwargs
@@ -114,6 +116,13 @@ class LocalSession(Session):
             _stop_quietly(controller)
         finally:
             self._backend._release(self)
+
+    def describe(self) -> Description:
+        with self._lock:
+            self._check_open()
+            if self._controller is None:
+                raise SessionLostError(f"session {self.id} has no player; call restart()")
+            return self._controller.describe()
 
     def _placement_info(self) -> dict:
         info = placement_info(self._controller) if self._controller is not None else {}
@@ -195,11 +204,11 @@ class LocalBackend(SessionBackend):
         return session
 
     def _launch(self, kwargs: dict) -> Any:
-        """``Controller(**kwargs)`` (an ML-Agents game for ``protocol="mlagents"``, see ``cluster.mlagents``) on a
+        """The session's simulator (``cluster.simulators.launch``: the family ``kwargs["protocol"]`` names) on a
         launcher thread; a caller interrupted while waiting never leaks it."""
-        from unirender.cluster.mlagents import make_controller
+        from unirender.cluster.simulators import launch
 
-        future = self._launcher.submit(make_controller, kwargs)
+        future = self._launcher.submit(launch, kwargs)
         try:
             return future.result()
         except BaseException:

@@ -1,41 +1,14 @@
-"""ML-Agents sessions on any backend: ``controller_kwargs`` with ``protocol="mlagents"`` hold an ML-Agents game.
+"""The ML-Agents family as a session's simulator (registered in ``cluster.simulators``).
 
-``make_controller(kwargs)`` is what a backend calls to start a session's player: an AI2-THOR ``Controller``, or
-for ``protocol="mlagents"`` an :class:`MLAgentsPlayer` (an ``MLAgentsController`` reset once at start, so the
-session has a first event as AI2-THOR sessions do). The session then steps it with ``{behavior: actions}``
+An :class:`MLAgentsSimulator` is an ``MLAgentsController`` reset once at start, so the session has a first event
+as AI2-THOR sessions do. The session then steps it with ``{behavior: actions}``
 (what ``MLAgentsController.step`` takes; a dict passes the backends' action handling untouched) and its events
 are ``MLAgentsEvent``s.
 """
 
 from __future__ import annotations
 
-import threading
 from typing import Any
-
-MLAGENTS = "mlagents"
-_import_lock = threading.Lock()
-
-
-def controller_class():
-    """``MLAgentsController``, imported under a lock: two threads importing the ML-Agents modules for the first
-    time at once can each meet the other's half-initialised module (Python's import deadlock avoidance) and fail
-    with an ImportError; players are launched from worker and launcher threads."""
-    with _import_lock:
-        from unirender.mlagents import MLAgentsController
-    return MLAgentsController
-
-
-def is_mlagents(kwargs: dict) -> bool:
-    return kwargs.get("protocol") == MLAGENTS
-
-
-def make_controller(kwargs: dict) -> Any:
-    """A session's player from its controller kwargs (see the module doc)."""
-    if is_mlagents(kwargs):
-        return MLAgentsPlayer(**{k: v for k, v in kwargs.items() if k != "protocol"})
-    from unirender.controller import Controller
-
-    return Controller(**kwargs)
 
 
 def behavior_specs(session) -> dict:
@@ -51,14 +24,18 @@ def behavior_specs(session) -> dict:
     return ray.get(actor.behavior_specs.remote(), timeout=session._backend.step_timeout)
 
 
-class MLAgentsPlayer:
+class MLAgentsSimulator:
     """An ``MLAgentsController`` as a session's controller: started and reset at once (``last_event``),
     ``step(actions)``, ``reset(scene=None, **environment_parameters)`` (new episodes; the parameters are sent
     with it), ``stop()``. Everything else (``behavior_specs``, ``resolution``, ``process``, ``log_path``, ...) is
     the controller's."""
 
+    family = "mlagents"
+
     def __init__(self, **kwargs: Any):
-        self.controller = controller_class()(**kwargs)
+        from unirender.mlagents import MLAgentsController
+
+        self.controller = MLAgentsController(**kwargs)
         try:
             self.last_event = self.controller.reset()
         except BaseException:
@@ -80,6 +57,9 @@ class MLAgentsPlayer:
             self.controller.set_environment_parameters(**environment_parameters)
         self.last_event = self.controller.reset()
         return self.last_event
+
+    def describe(self):
+        return self.controller.describe()
 
     def stop(self) -> None:
         self.controller.close()

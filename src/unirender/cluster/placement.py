@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from unirender.cluster.base import CapacityError, Resources
+from unirender.simulator import describe_placement
 
 _DEFAULT = object()
 
@@ -152,16 +153,5 @@ class LocalPlacement:
 
 
 def placement_info(controller: Any) -> dict:
-    """platform, device, pid and log of a Controller, tolerant of attributes it may not have."""
-    resolution = getattr(controller, "resolution", None)
-    platform = getattr(resolution, "platform", None)
-    device = getattr(resolution, "device", None)
-    process = getattr(controller, "process", None)
-    return {
-        "platform": getattr(platform, "name", None) or (type(platform).__name__ if platform else None),
-        "device": getattr(device, "name", None),
-        "software_device": getattr(device, "software", None),
-        "pid": getattr(process, "pid", None),
-        "server_type": getattr(controller, "server_type", None),
-        "log_path": str(getattr(controller, "log_path", None) or "") or None,
-    }
+    """platform, device, pid, log and transport of a session's simulator (cheap: no event is read)."""
+    return {**describe_placement(controller), "server_type": getattr(controller, "server_type", None)}

@@ -98,6 +98,11 @@ class SessionActor:
         self._check(incarnation)
         return pack_event(self._ensure_started().reset(scene, **params))
 
+    def describe(self, incarnation: str | None):
+        """The player's ``Description`` (``unirender.simulator``)."""
+        self._check(incarnation)
+        return self._ensure_started().describe()
+
     def behavior_specs(self) -> dict:
         """An ML-Agents game's ``{behavior: BehaviorSpec}`` (``cluster.mlagents``)."""
         return dict(self._ensure_started().behavior_specs)
@@ -119,7 +124,7 @@ class SessionActor:
     def _ensure_started(self) -> Any:
         if self._controller is None:
             # A GPU Ray gave this actor shows up as CUDA_VISIBLE_DEVICES, which the Controller reads (protocol.md 6.2).
-            from unirender.cluster.mlagents import make_controller
+            from unirender.cluster.simulators import launch
 
-            self._controller = make_controller(self._kwargs)
+            self._controller = launch(self._kwargs)
         return self._controller

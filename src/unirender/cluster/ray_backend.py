@@ -32,10 +32,13 @@ from unirender.cluster.base import (
     normalize_action,
 )
 from unirender.cluster.ray_actor import IncarnationChanged, SessionActor, unpack_event
+from unirender.cluster.simulators import RAY_RUNTIME_ENV
 from unirender.errors import PlayerError, PlayerTimeoutError, RestartError
+from unirender.simulator import family_of
 
 if TYPE_CHECKING:
     from unirender.protocol.event import Event
+    from unirender.simulator import Description
 
 
 # Ray system config that sends frames (up to 8 MiB per reply) inline in the actor's reply instead of through the
@@ -51,7 +54,7 @@ class RaySession(Session):
     backend_name = "ray"
 
     def __init__(self, backend: RayBackend, session_id: str, resources: Resources, kwargs: dict):
-        super().__init__(session_id, resources)
+        super().__init__(session_id, resources, family_of(kwargs))
         self._backend = backend
         self._kwargs = kwargs
         self._actor: Any = None
@@ -100,6 +103,13 @@ class RaySession(Session):
                 self._kill_actor()
             finally:
                 self._backend._forget(self)
+
+    def describe(self) -> Description:
+        with self._lock:
+            self._check_open()
+            if self.state == LOST or self._actor is None:
+                raise SessionLostError(f"session {self.id} has no player; call restart()")
+            return self._get(self._actor.describe.remote(self._incarnation), self._backend.step_timeout)
 
     def _placement_info(self) -> dict:
         keys = ("node", "node_ip", "actor_pid", "gpu_ids", "platform", "device", "software_device", "pid",
@@ -330,12 +340,9 @@ class RayBackend(SessionBackend):
 
     def _actor_class(self, resources: Resources, kwargs: dict | None = None) -> Any:
         options = self.actor_options(resources)
-        from unirender.cluster.mlagents import is_mlagents
-
-        if kwargs is not None and is_mlagents(kwargs):
-            # Ray's worker has loaded grpc before the actor runs: only its start environment can turn gRPC's
-            # fork support off, which would otherwise make the launched game abort at random (transport/grpc.py).
-            options["runtime_env"] = {"env_vars": {"GRPC_ENABLE_FORK_SUPPORT": "false"}}
+        runtime_env = RAY_RUNTIME_ENV.get(family_of(kwargs or {}))
+        if runtime_env is not None:
+            options["runtime_env"] = runtime_env
         return self._remote_class.options(**options)
 
     def create_session(

@@ -98,9 +98,11 @@ class MLAgentsSeat:
         if self.factory is not None:
             self.game = self.factory(kwargs)
         else:
-            from unirender.cluster.mlagents import controller_class
+            from unirender.mlagents import (
+                MLAgentsController,  # the runner loaded it once (cluster.simulators)
+            )
 
-            self.game = controller_class()(**kwargs)
+            self.game = MLAgentsController(**kwargs)
         return self.game
 
     def stop(self) -> None:

@@ -265,9 +265,9 @@ class JobRunner:
     def run(self) -> JobResult:
         started = time.monotonic()
         if self.mlagents:  # load the ML-Agents modules here, once, not first in several worker threads at once
-            from unirender.cluster.mlagents import controller_class
+            from unirender.cluster.simulators import launcher
 
-            controller_class()
+            launcher("mlagents")
         units = expand_units(self.spec)
         self._units = units
         chunk = self.spec.output.frames_per_shard

@@ -29,6 +29,7 @@ class MLAgentsController(RestartWindow):
     :class:`~unirender.protocol.mlagents.MLAgentsEvent`; ``behavior_specs`` is known after the first ``reset()``.
     """
 
+    family = "mlagents"  # a unirender.simulator.Simulator family (describe())
     close_grace_s = 2.0  # after the close message the player quits by itself; then SIGTERM, then SIGKILL
 
     def __init__(
@@ -129,6 +130,42 @@ class MLAgentsController(RestartWindow):
         when there is one behavior. Agents left out get zeros; order = the order of ``DecisionSteps``. Before the
         first ``reset()`` (or after a restart) this resets instead, as mlagents-envs does."""
         return self._guarded(lambda: self._step(actions))
+
+    def describe(self):
+        """A :class:`unirender.simulator.Description`: where the game runs, and per behavior its action space and
+        sensors (camera shapes as ``frames()`` hands them out: H, W, C uint8). Behaviors are known after the
+        first ``reset()``."""
+        from unirender.protocol.mlagents import observations as O
+        from unirender.simulator import (
+            ActionDescription,
+            BehaviorActions,
+            Description,
+            ObservationDescription,
+            describe_placement,
+        )
+
+        layout = self.unity.layout if self.unity is not None else "HWC"
+        behaviors, observations = {}, []
+        for name, spec in self.behavior_specs.items():
+            a = spec.action_spec
+            behaviors[name] = BehaviorActions(a.continuous_size, tuple(a.discrete_branches))
+            for obs in spec.observation_specs:
+                key = f"{name}/{obs.name}"
+                if obs.is_visual:
+                    observations.append(ObservationDescription(key, "image", O.hwc_shape(obs.shape, layout),
+                                                               "uint8", camera=True, behavior=name))  # fmt: skip
+                else:
+                    observations.append(ObservationDescription(key, "vector", tuple(obs.shape), "float32",
+                                                               behavior=name))  # fmt: skip
+        unity = self.unity
+        return Description(
+            family=self.family,
+            actions=ActionDescription("behaviors", behaviors=behaviors),
+            observations=tuple(observations),
+            server_type="gRPC",
+            build_version=(unity.package_version or None) if unity is not None else None,
+            **describe_placement(self),
+        )
 
     def set_environment_parameters(self, **parameters) -> None:
         """Send ``key=float`` or ``key=Sampler`` with the next message (and again after a restart)."""

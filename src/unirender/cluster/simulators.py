@@ -1,0 +1,49 @@
+"""The simulator registry: ``environment.protocol`` -> the launcher of that family's :class:`Simulator`.
+
+This is the one place above the controllers that maps a family name to code. Every backend starts a session's
+player with :func:`launch` (``controller_kwargs["protocol"]`` names the family, AI2-THOR when absent); what comes
+back has the port's verbs (``reset``, ``step``, ``describe``, ``stop``, ``last_event``: ``unirender.simulator``).
+A third family adds one line here (and one per layer that reads its events: ``docs/internals.md``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from importlib import import_module
+from typing import Any
+
+from unirender.simulator import AI2THOR, MLAGENTS, Simulator, family_of
+
+# family -> "module:callable" taking the controller kwargs (without "protocol") and returning a started Simulator
+LAUNCHERS: dict[str, str] = {
+    AI2THOR: "unirender.controller:Controller",
+    MLAGENTS: "unirender.cluster.mlagents:MLAgentsSimulator",
+}
+# family -> the Ray runtime_env its actors need. ML-Agents: Ray's worker has loaded grpc before the actor runs, so
+# only the start environment can turn gRPC's fork support off, which would otherwise make the launched game abort
+# at random (transport/grpc.py).
+RAY_RUNTIME_ENV: dict[str, dict] = {
+    MLAGENTS: {"env_vars": {"GRPC_ENABLE_FORK_SUPPORT": "false"}},
+}
+_import_lock = threading.Lock()
+
+
+def launcher(family: str) -> Callable[..., Simulator]:
+    """The launcher registered for ``family``, imported under a lock: two threads importing a family's modules for
+    the first time at once can each meet the other's half-initialised module (Python's import deadlock avoidance)
+    and fail with an ImportError; players are launched from worker and launcher threads."""
+    try:
+        target = LAUNCHERS[family]
+    except KeyError:
+        raise ValueError(f"no simulator registered for protocol {family!r}; known: {', '.join(LAUNCHERS)}") from None
+    module_name, _, name = target.partition(":")
+    with _import_lock:
+        module = import_module(module_name)
+    return getattr(module, name)
+
+
+def launch(controller_kwargs: Mapping[str, Any]) -> Simulator:
+    """A started simulator of the family ``controller_kwargs["protocol"]`` names (see the module doc)."""
+    family = family_of(controller_kwargs)
+    return launcher(family)(**{k: v for k, v in controller_kwargs.items() if k != "protocol"})

@@ -1,0 +1,152 @@
+"""The simulator port: the verbs every Unity family shares, and what a simulator says about itself.
+
+unirender speaks two families of Unity games below the controllers (AI2-THOR builds over FIFO or WSGI, ML-Agents
+games over gRPC), and they are rightly different there. Above the controllers (spec, jobs, service, console,
+cluster, gym, client) everything is written once against this port:
+
+- a :class:`Simulator` has ``reset``, ``step``, ``describe`` and ``stop``, and ``last_event``; it is *launched* by
+  the family registry of the cluster layer (``unirender.cluster.simulators.launch(kwargs)``), which is the one
+  place that maps ``environment.protocol`` to a launcher;
+- :meth:`Simulator.describe` returns a :class:`Description`: where it runs (pid, log, platform, device, build
+  version) and a declared description of its actions and observations, from which validation, Gymnasium spaces,
+  random and scripted policies and the console's controls are derived without asking which family it is.
+
+Events are *not* unified (RLlib's lesson: a port that unifies events grows into a lowest common denominator): an
+AI2-THOR simulator returns :class:`unirender.Event`, an ML-Agents one :class:`unirender.mlagents.MLAgentsEvent`;
+each is a public compatibility surface. Layers that must read events (a dataset writer, a service document, a
+console view, a gym observation) find the family's reader in their own small registry, once, when the session,
+job or env is created, never per step.
+
+This module is plain data (no imports of controllers, transports or extras), so every layer may import it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+AI2THOR, MLAGENTS = "ai2thor", "mlagents"
+FAMILIES: tuple[str, ...] = (AI2THOR, MLAGENTS)  # every environment.protocol unirender knows
+
+
+def family_of(controller_kwargs: Mapping[str, Any]) -> str:
+    """The family named by a session's controller kwargs (``protocol``; AI2-THOR when absent)."""
+    family = controller_kwargs.get("protocol") or AI2THOR
+    if family not in FAMILIES:
+        raise ValueError(f"unknown environment protocol {family!r}; expected one of {', '.join(FAMILIES)}")
+    return family
+
+
+@dataclass(frozen=True)
+class BehaviorActions:
+    """One ML-Agents behavior's action space: ``continuous`` floats in [-1, 1] and one choice per discrete
+    branch (``discrete[i]`` choices in branch ``i``)."""
+
+    continuous: int
+    discrete: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class ActionDescription:
+    """What ``step`` takes.
+
+    ``kind="named"`` (AI2-THOR): an action name and its parameters; ``names`` are the actions the player is known
+    to implement (the reference player's table), empty when unknown (a Unity build implements what it implements).
+    ``kind="behaviors"`` (ML-Agents): ``{behavior: actions}`` with ``behaviors`` giving each behavior's space.
+    """
+
+    kind: Literal["named", "behaviors"]
+    names: tuple[str, ...] = ()
+    behaviors: Mapping[str, BehaviorActions] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ObservationDescription:
+    """One observation an event carries.
+
+    ``key``: where it is found: an AI2-THOR frame attribute (``frame``, ``depth_frame``, ``third_party_camera_frames.0``)
+    or ``<behavior>/<sensor>`` for ML-Agents. ``kind``: ``image`` (``shape`` is H, W[, C] as handed to users:
+    HWC uint8 for colour, H, W float32 for depth) or ``vector``. ``camera``: a rendered camera view (a flat one
+    means no GPU context or ``-nographics``). ``behavior``: the ML-Agents behavior it belongs to.
+    """
+
+    key: str
+    kind: Literal["image", "vector"]
+    shape: tuple[int, ...]
+    dtype: str
+    camera: bool = False
+    behavior: str | None = None
+
+
+@dataclass(frozen=True)
+class Description:
+    """What a simulator says about itself (:meth:`Simulator.describe`)."""
+
+    family: str
+    actions: ActionDescription
+    observations: tuple[ObservationDescription, ...] = ()
+    pid: int | None = None
+    log_path: str | None = None
+    platform: str | None = None
+    device: str | None = None
+    software_device: bool | None = None
+    server_type: str | None = None
+    build_version: str | None = None
+
+    def placement(self) -> dict:
+        """The where-it-runs part, as ``Session.info()`` reports it."""
+        return {
+            "platform": self.platform,
+            "device": self.device,
+            "software_device": self.software_device,
+            "pid": self.pid,
+            "server_type": self.server_type,
+            "log_path": self.log_path,
+        }
+
+    def cameras(self) -> tuple[ObservationDescription, ...]:
+        return tuple(o for o in self.observations if o.camera)
+
+    def to_dict(self) -> dict:
+        doc = asdict(self)
+        doc["actions"]["behaviors"] = {k: asdict(v) for k, v in self.actions.behaviors.items()}
+        return doc
+
+
+@runtime_checkable
+class Simulator(Protocol):
+    """One launched player of some family, as the upper layers use it.
+
+    ``reset(scene=None, **params)``: new episode(s) (AI2-THOR: a scene and Initialize parameters; ML-Agents:
+    environment parameters, no scene); ``step(action)``: one action in the family's own form (see
+    :attr:`ActionDescription.kind`); both return the family's event and raise the controllers' errors
+    (``RestartError`` after a crash the controller recovered from, ``PlayerError`` when it could not).
+    ``describe()`` is cheap after the first event; ``stop()`` is idempotent and leaves nothing behind.
+    """
+
+    family: str
+    last_event: Any
+
+    def reset(self, scene: Any = None, **params: Any) -> Any: ...
+
+    def step(self, action: Any = None) -> Any: ...
+
+    def describe(self) -> Description: ...
+
+    def stop(self) -> None: ...
+
+
+def describe_placement(controller: Any) -> dict:
+    """pid, log, platform and device of a controller of either family (their shared attributes)."""
+    resolution = getattr(controller, "resolution", None)
+    platform = getattr(resolution, "platform", None)
+    device = getattr(resolution, "device", None)
+    process = getattr(controller, "process", None)
+    return {
+        "platform": getattr(platform, "name", None) or (type(platform).__name__ if platform else None),
+        "device": getattr(device, "name", None),
+        "software_device": getattr(device, "software", None),
+        "pid": getattr(process, "pid", None),
+        "log_path": str(getattr(controller, "log_path", None) or "") or None,
+    }

@@ -1,0 +1,83 @@
+"""The capability matrix (issue 22): every capability above the controller, for every family, on every backend.
+
+Parameters: ``family`` in {AI2-THOR over FIFO, AI2-THOR over WSGI, ML-Agents} and ``backend`` in {local, Ray}.
+Each layer's test module (``test_matrix_<layer>.py``) takes the ``case`` fixture (family x backend) and uses
+``case.environment`` (a spec's ``environment`` section), ``case.controller_kwargs`` (what a session backend takes)
+and ``case.backend()`` (a fresh backend of that kind, closed at the end). Ray runs one local node for the whole
+matrix (loopback, offline: tests/conftest.py), started on first use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+FAMILIES = {
+    "ai2thor-fifo": {"executable": "builtin", "width": 48, "height": 40, "platform": "EGL", "server": "fifo"},
+    "ai2thor-wsgi": {"executable": "builtin", "width": 48, "height": 40, "platform": "EGL", "server": "wsgi"},
+    "mlagents": {"protocol": "mlagents", "executable": "builtin", "width": 48, "height": 40, "platform": "EGL",
+                 "time_scale": 100},  # fmt: skip
+}
+BACKENDS = ("local", "ray")
+
+
+@dataclass
+class Case:
+    family_id: str
+    backend_kind: str
+    _request: pytest.FixtureRequest
+
+    @property
+    def family(self) -> str:
+        return "mlagents" if self.family_id == "mlagents" else "ai2thor"
+
+    @property
+    def controller_kwargs(self) -> dict:
+        return dict(FAMILIES[self.family_id])
+
+    @property
+    def environment(self) -> dict:
+        """A spec's ``environment`` section for this family."""
+        return dict(FAMILIES[self.family_id])
+
+    def backend(self, **options):
+        """A session backend of this case's kind (closed when the test ends)."""
+        from unirender.cluster import create_backend
+
+        if self.backend_kind == "ray":
+            self._request.getfixturevalue("ray_node")
+            options = {"start_timeout": 120, "step_timeout": 60, **options}
+        backend = create_backend(self.backend_kind, **options)
+        self._request.addfinalizer(backend.close)
+        return backend
+
+
+@pytest.fixture(scope="session")
+def ray_node():
+    """One local Ray node for the matrix (1 CPU, small object store, no dashboard)."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False,
+                                                            "object_store_memory": 150 * 2**20})  # fmt: skip
+    try:
+        if ray.is_initialized():
+            ray.shutdown()
+        ray.init(address=cluster.address, log_to_driver=False)
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+@pytest.fixture(params=[(f, b) for f in FAMILIES for b in BACKENDS], ids=lambda p: f"{p[0]}-{p[1]}")
+def case(request) -> Case:
+    family_id, backend_kind = request.param
+    return Case(family_id, backend_kind, request)
+
+
+@pytest.fixture(params=list(FAMILIES))
+def family_case(request) -> Case:
+    """The families alone (for capabilities that have no backend choice, e.g. ``/v1/render``)."""
+    return Case(request.param, "local", request)

@@ -1,0 +1,33 @@
+"""The simulator port on every family and backend: the session says what it is and what it takes and gives."""
+
+import numpy as np
+
+from unirender.simulator import Description
+
+
+def test_a_session_describes_its_simulator(case):
+    backend = case.backend()
+    with backend.create_session(case.controller_kwargs) as session:
+        assert session.family == case.family
+        assert session.info()["family"] == case.family
+        d = session.describe()
+        assert isinstance(d, Description) and d.family == case.family
+        assert d.pid and d.platform == "EGL" and d.log_path
+        cameras = d.cameras()
+        assert cameras, d
+        for camera in cameras:
+            assert camera.kind == "image" and camera.shape[:2] == (40, 48) and camera.dtype == "uint8"
+        if case.family == "ai2thor":
+            assert d.actions.kind == "named" and "MoveAhead" in d.actions.names
+            assert d.server_type == case.controller_kwargs["server"].upper()
+            frame = session.last_event.frame
+        else:
+            assert d.actions.kind == "behaviors" and d.actions.behaviors
+            behavior, space = next(iter(d.actions.behaviors.items()))
+            assert space.continuous == 2 and space.discrete == (3,)
+            assert d.build_version
+            frame = session.last_event.frames(behavior)["CameraSensor"][0]
+        assert frame.shape == cameras[0].shape[-3:]
+        assert np.ptp(frame) > 0  # a rendered view, not a flat colour
+        doc = d.to_dict()
+        assert doc["family"] == case.family and doc["observations"]
