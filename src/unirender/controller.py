@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 from unirender._process import ManagedProcess, RestartBudget, RestartWindow, in_terminal_foreground
 from unirender.errors import ActionError, PlayerCrashedError, PlayerError, RestartError
 from unirender.protocol import ProtocolError, build_event
@@ -59,6 +61,17 @@ def new_log_path(log_dir: str | os.PathLike | None, kind: str) -> str:
     root = Path(log_dir) if log_dir is not None else default_log_dir()
     root.mkdir(parents=True, exist_ok=True)
     return str(root / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{next(_log_counter)}.log")
+
+
+def camera_frames(event) -> dict:
+    """The colour camera views of an AI2-THOR event, keyed as ``describe()`` names them (``frame``, and
+    ``third_party_camera_frames`` stacked ``(N, H, W, 3)``); the registry's reader for this family."""
+    frames = {}
+    if event.frame is not None:
+        frames["frame"] = event.frame
+    if event.third_party_camera_frames:
+        frames["third_party_camera_frames"] = np.stack(event.third_party_camera_frames)
+    return frames
 
 
 class Controller(RestartWindow):

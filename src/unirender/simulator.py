@@ -17,7 +17,8 @@ each is a public compatibility surface. Layers that must read events (a dataset 
 console view, a gym observation) find the family's reader in their own small registry, once, when the session,
 job or env is created, never per step.
 
-This module is plain data (no imports of controllers, transports or extras), so every layer may import it.
+This module is plain data and numpy (no imports of controllers, transports or extras), so every layer may import
+it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
+
+import numpy as np
 
 AI2THOR, MLAGENTS = "ai2thor", "mlagents"
 FAMILIES: tuple[str, ...] = (AI2THOR, MLAGENTS)  # every environment.protocol unirender knows
@@ -150,3 +153,36 @@ def describe_placement(controller: Any) -> dict:
         "pid": getattr(process, "pid", None),
         "log_path": str(getattr(controller, "log_path", None) or "") or None,
     }
+
+
+class FlatCameraWarning(UserWarning):
+    """A declared camera delivered one flat colour in its first frame (see :func:`flat_cameras`)."""
+
+
+def flat_cameras(frames: Mapping[str, np.ndarray]) -> list[str]:
+    """The keys of ``frames`` (camera key -> uint8 image, or a batch ``(n, H, W, C)`` of agents' images) whose
+    image is a single flat colour. A real first frame of a lit scene never is; one that is flat means the player
+    had no rendering context (``-nographics``, no GPU or display reachable, a failed graphics device) and every
+    later frame will be as empty: training on it "never converges" (ml-agents #6206, #4874)."""
+    flat = []
+    for key, image in frames.items():
+        array = np.asarray(image)
+        if array.size == 0:
+            continue
+        batch = array.reshape(-1, *array.shape[-3:]) if array.ndim >= 4 else array[None]
+        if any(np.all(one == one.reshape(-1, one.shape[-1] if one.ndim == 3 else 1)[0]) for one in batch):
+            flat.append(key)
+    return flat
+
+
+def flat_camera_message(keys: list[str], description: Description) -> str:
+    """What to tell a user whose cameras came back flat (names the platform and the likely causes)."""
+    where = description.platform or "an unknown platform"
+    device = f" on {description.device}" if description.device else ""
+    return (
+        f"camera{'s' if len(keys) > 1 else ''} {', '.join(keys)} of the {description.family} player rendered one "
+        f"flat colour in the first frame ({where}{device}): the player most likely has no rendering context "
+        "(started with -nographics / no_graphics, no GPU or display it can use, or its graphics device failed); "
+        "every frame will be blank. Check `unirender doctor` and the player log"
+        + (f" ({description.log_path})" if description.log_path else "")
+    )

@@ -81,3 +81,9 @@ def case(request) -> Case:
 def family_case(request) -> Case:
     """The families alone (for capabilities that have no backend choice, e.g. ``/v1/render``)."""
     return Case(request.param, "local", request)
+
+
+@pytest.fixture(params=BACKENDS)
+def mlagents_case(request) -> Case:
+    """ML-Agents on each backend (for what only that family can show, e.g. a game started with -nographics)."""
+    return Case("mlagents", request.param, request)

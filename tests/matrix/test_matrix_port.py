@@ -1,8 +1,9 @@
 """The simulator port on every family and backend: the session says what it is and what it takes and gives."""
 
 import numpy as np
+import pytest
 
-from unirender.simulator import Description
+from unirender.simulator import Description, FlatCameraWarning
 
 
 def test_a_session_describes_its_simulator(case):
@@ -31,3 +32,19 @@ def test_a_session_describes_its_simulator(case):
         assert np.ptp(frame) > 0  # a rendered view, not a flat colour
         doc = d.to_dict()
         assert doc["family"] == case.family and doc["observations"]
+
+
+def test_a_flat_first_frame_is_warned_about_with_the_platform_and_cause(mlagents_case):
+    """An ML-Agents game started with -nographics renders black cameras (as Unity does): the session warns, on
+    the caller's side whatever the backend."""
+    kwargs = {**mlagents_case.controller_kwargs, "args": ["-nographics"]}
+    with pytest.warns(FlatCameraWarning) as caught, mlagents_case.backend().create_session(kwargs):
+        pass
+    message = str(caught[0].message)
+    assert "CameraSensor" in message and "EGL" in message and "-nographics" in message
+
+
+def test_a_rendered_first_frame_raises_no_warning(case, recwarn):
+    with case.backend().create_session(case.controller_kwargs):
+        pass
+    assert not [w for w in recwarn if issubclass(w.category, FlatCameraWarning)]

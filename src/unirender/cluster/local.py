@@ -26,6 +26,7 @@ from unirender.cluster.base import (
     normalize_action,
 )
 from unirender.cluster.placement import LocalPlacement, Slot, placement_info
+from unirender.cluster.simulators import flat_first_frame
 from unirender.errors import PlayerError, RestartError
 from unirender.simulator import family_of
 
@@ -200,6 +201,11 @@ class LocalBackend(SessionBackend):
         except BaseException:
             session.state = STOPPED
             self._release(session)
+            raise
+        try:
+            flat_first_frame(session)
+        except BaseException:  # warnings turned into errors
+            session.stop()
             raise
         return session
 

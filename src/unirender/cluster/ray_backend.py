@@ -32,7 +32,7 @@ from unirender.cluster.base import (
     normalize_action,
 )
 from unirender.cluster.ray_actor import IncarnationChanged, SessionActor, unpack_event
-from unirender.cluster.simulators import RAY_RUNTIME_ENV
+from unirender.cluster.simulators import RAY_RUNTIME_ENV, flat_first_frame
 from unirender.errors import PlayerError, PlayerTimeoutError, RestartError
 from unirender.simulator import family_of
 
@@ -361,6 +361,11 @@ class RayBackend(SessionBackend):
         except BaseException:
             session.state = STOPPED
             self._forget(session)
+            raise
+        try:
+            flat_first_frame(session)
+        except BaseException:  # warnings turned into errors
+            session.stop()
             raise
         return session
 

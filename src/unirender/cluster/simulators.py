@@ -9,16 +9,30 @@ A third family adds one line here (and one per layer that reads its events: ``do
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Callable, Mapping
 from importlib import import_module
 from typing import Any
 
-from unirender.simulator import AI2THOR, MLAGENTS, Simulator, family_of
+from unirender.simulator import (
+    AI2THOR,
+    MLAGENTS,
+    FlatCameraWarning,
+    Simulator,
+    family_of,
+    flat_camera_message,
+    flat_cameras,
+)
 
 # family -> "module:callable" taking the controller kwargs (without "protocol") and returning a started Simulator
 LAUNCHERS: dict[str, str] = {
     AI2THOR: "unirender.controller:Controller",
     MLAGENTS: "unirender.cluster.mlagents:MLAgentsSimulator",
+}
+# family -> "module:function" giving an event's camera views keyed as Description.observations names them
+CAMERA_READERS: dict[str, str] = {
+    AI2THOR: "unirender.controller:camera_frames",
+    MLAGENTS: "unirender.mlagents.controller:camera_frames",
 }
 # family -> the Ray runtime_env its actors need. ML-Agents: Ray's worker has loaded grpc before the actor runs, so
 # only the start environment can turn gRPC's fork support off, which would otherwise make the launched game abort
@@ -29,18 +43,40 @@ RAY_RUNTIME_ENV: dict[str, dict] = {
 _import_lock = threading.Lock()
 
 
-def launcher(family: str) -> Callable[..., Simulator]:
-    """The launcher registered for ``family``, imported under a lock: two threads importing a family's modules for
-    the first time at once can each meet the other's half-initialised module (Python's import deadlock avoidance)
-    and fail with an ImportError; players are launched from worker and launcher threads."""
+def _load(table: Mapping[str, str], family: str, what: str) -> Callable:
     try:
-        target = LAUNCHERS[family]
+        target = table[family]
     except KeyError:
-        raise ValueError(f"no simulator registered for protocol {family!r}; known: {', '.join(LAUNCHERS)}") from None
+        raise ValueError(f"no {what} registered for protocol {family!r}; known: {', '.join(table)}") from None
     module_name, _, name = target.partition(":")
     with _import_lock:
         module = import_module(module_name)
     return getattr(module, name)
+
+
+def launcher(family: str) -> Callable[..., Simulator]:
+    """The launcher registered for ``family``, imported under a lock: two threads importing a family's modules for
+    the first time at once can each meet the other's half-initialised module (Python's import deadlock avoidance)
+    and fail with an ImportError; players are launched from worker and launcher threads."""
+    return _load(LAUNCHERS, family, "simulator")
+
+
+def camera_reader(family: str) -> Callable[[Any], dict]:
+    """``reader(event) -> {camera key: uint8 image or (n, H, W, C) batch}`` for ``family``'s events."""
+    return _load(CAMERA_READERS, family, "camera reader")
+
+
+def flat_first_frame(simulator: Any) -> list[str]:
+    """The cameras of a started simulator or session (anything with ``family``, ``last_event`` and
+    ``describe()``) whose first frame is one flat colour (``[]`` when fine); warns (:class:`FlatCameraWarning`)
+    naming the platform and the likely cause when there are any. The backends call it on every new session."""
+    event = simulator.last_event
+    if event is None:
+        return []
+    flat = flat_cameras(camera_reader(simulator.family)(event))
+    if flat:
+        warnings.warn(flat_camera_message(flat, simulator.describe()), FlatCameraWarning, stacklevel=3)
+    return flat
 
 
 def launch(controller_kwargs: Mapping[str, Any]) -> Simulator:

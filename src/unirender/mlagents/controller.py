@@ -21,6 +21,16 @@ BUILTIN = "builtin"
 EDITOR_PORT = 5004  # where ML-Agents' Editor and players without --mlagents-port look for a trainer
 
 
+def camera_frames(event) -> dict:
+    """The camera views of an ML-Agents event, ``{"<behavior>/<sensor>": uint8 (n, H, W, C)}`` as ``describe()``
+    names them (the decision agents'); the registry's reader for this family."""
+    return {
+        f"{behavior}/{sensor}": frames
+        for behavior in event.behavior_names
+        for sensor, frames in event.frames(behavior).items()
+    }
+
+
 class MLAgentsController(RestartWindow):
     """One ML-Agents player and its communicator. See ``docs/mlagents.md``.
 
