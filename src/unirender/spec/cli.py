@@ -48,11 +48,9 @@ def cmd_check(args) -> int:
 
 
 def cmd_schema(args) -> int:
-    from unirender.spec import EnvironmentSpec, JobSpec, MLAgentsEnvironmentSpec, MLAgentsJobSpec
+    from unirender.spec.families import spec_family
 
-    if args.mlagents:
-        model = MLAgentsEnvironmentSpec if args.environment else MLAgentsJobSpec
-    else:
-        model = EnvironmentSpec if args.environment else JobSpec
+    family = spec_family("mlagents" if args.mlagents else "ai2thor")
+    model = family.environment_model if args.environment else family.job_model
     print(json.dumps(model.model_json_schema(), indent=2))
     return 0

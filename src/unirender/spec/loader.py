@@ -11,7 +11,6 @@ import json
 import os
 import re
 import tomllib
-import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -27,25 +26,12 @@ from unirender.spec.errors import (
     key_positions,
     validation_problems,
 )
-from unirender.spec.mlagents import BUILTIN_BEHAVIORS, BUILTIN_SENSORS, PROTOCOLS, MLAgentsJobSpec
+from unirender.spec.families import JOB_MODELS, SPEC_FAMILIES, SpecFamily, spec_family
 from unirender.spec.models import EnvironmentSpec, JobSpec
+from unirender.spec.sources import Source as _Source
+from unirender.spec.sources import remember_source, source_of  # noqa: F401  (source_of: re-exported)
 
 SUFFIX_FORMATS = {".yaml": "yaml", ".yml": "yaml", ".json": "json", ".toml": "toml"}
-
-_Source = tuple[str, dict[str, Position]]  # (file name, key path -> position)
-# Where each loaded spec came from, for checks made after loading (kept out of the model: not part of equality).
-_SOURCES: dict[int, _Source] = {}
-
-
-def source_of(spec: JobSpec) -> _Source | tuple[None, None]:
-    return _SOURCES.get(id(spec), (None, None))
-
-
-def _remember_source(spec: JobSpec, source: _Source) -> None:
-    key = id(spec)
-    _SOURCES[key] = source
-    weakref.finalize(spec, _SOURCES.pop, key, None)
-
 
 def _syntax_position(exc: Exception) -> Position | None:
     mark = getattr(exc, "problem_mark", None)
@@ -98,58 +84,42 @@ def read_document(path: str | os.PathLike) -> dict[str, Any]:
     return read_source(path)[0]
 
 
-def load_spec(source: str | os.PathLike | Mapping[str, Any] | JobSpec | MLAgentsJobSpec):
-    """A validated :class:`JobSpec` (or, with ``environment.protocol: mlagents``, an
-    :class:`~unirender.spec.mlagents.MLAgentsJobSpec`) from a file path, a mapping or an existing spec."""
-    if isinstance(source, JobSpec | MLAgentsJobSpec):
+def load_spec(source: str | os.PathLike | Mapping[str, Any] | BaseModel):
+    """A validated job spec from a file path, a mapping or an existing spec: a :class:`JobSpec`, or the model
+    its ``environment.protocol`` names in :data:`unirender.spec.families.SPEC_FAMILIES` (``mlagents``:
+    :class:`~unirender.spec.mlagents.MLAgentsJobSpec`)."""
+    if isinstance(source, JOB_MODELS):
         return source
     where = None
     if isinstance(source, Mapping):
         data = dict(source)
     else:
         data, where = read_source(source)
-    if _protocol(data, where) == "mlagents":
-        spec = _validate(MLAgentsJobSpec, data, where)
-        check_mlagents_record(spec)
-        return spec
-    return _validate(JobSpec, data, where)
+    family = _family(data, where)
+    spec = _validate(family.job_model, data, where)
+    family.check_loaded(spec)
+    return spec
 
 
-def _protocol(data: dict[str, Any], where: _Source | None) -> str:
-    """``environment.protocol`` (default ``ai2thor``, removed from an AI2-THOR environment so its models and
-    content hash stay as they were); an unknown value is a SpecError with the allowed ones."""
+def _family(data: dict[str, Any], where: _Source | None) -> SpecFamily:
+    """The family ``environment.protocol`` names (default ``ai2thor``; removed from an environment whose model
+    has no such field, so its models and content hash stay as they were); an unknown value is a SpecError with
+    the allowed ones."""
     env = data.get("environment")
     if not isinstance(env, Mapping) or "protocol" not in env:
-        return "ai2thor"
+        return SPEC_FAMILIES["ai2thor"]
     value = env["protocol"]
-    if value == "ai2thor":
-        data["environment"] = {k: v for k, v in env.items() if k != "protocol"}
-        return value
-    if value == "mlagents":
-        return value
-    guess = did_you_mean(value, list(PROTOCOLS)) if isinstance(value, str) else None
+    family = SPEC_FAMILIES.get(value) if isinstance(value, str) else None
+    if family is not None:
+        if not family.protocol_field:
+            data["environment"] = {k: v for k, v in env.items() if k != "protocol"}
+        return family
+    guess = did_you_mean(value, list(SPEC_FAMILIES)) if isinstance(value, str) else None
     hint = f"; did you mean {guess!r}?" if guess else ""
-    problems = [("environment.protocol", f"{value!r} is not a protocol{hint} (allowed: {', '.join(PROTOCOLS)})")]
+    allowed = ", ".join(SPEC_FAMILIES)
+    problems = [("environment.protocol", f"{value!r} is not a protocol{hint} (allowed: {allowed})")]
     origin, positions = where if where else (None, None)
     raise SpecError(format_errors(problems, origin=origin, positions=positions), problems)
-
-
-def check_mlagents_record(spec: MLAgentsJobSpec) -> None:
-    """With the builtin player, the recorded sensors and behaviors must be ones its game has (with a "did you
-    mean"); a Unity build's are checked against its behavior specs when its first episode starts."""
-    if not spec.environment.is_builtin:
-        return
-    problems = []
-    for field, names, known in (
-        ("sensors", spec.record.sensors, BUILTIN_SENSORS),
-        ("behaviors", spec.record.behaviors, BUILTIN_BEHAVIORS),
-    ):
-        for i, name in enumerate(names or []):
-            if name not in known:
-                guess = did_you_mean(name, list(known))
-                hint = f"; did you mean {guess!r}?" if guess else f"; the builtin game has {', '.join(known)}"
-                problems.append((f"record.{field}.{i}", f"{name!r} is not in the builtin game{hint}"))
-    _raise_problems(spec, problems)
 
 
 def load_environment(source: str | os.PathLike | Mapping[str, Any] | EnvironmentSpec) -> EnvironmentSpec:
@@ -172,62 +142,16 @@ def load_environment(source: str | os.PathLike | Mapping[str, Any] | Environment
     return _validate(EnvironmentSpec, dict(data), where, prefix)
 
 
-def _raise_problems(spec: JobSpec, problems: list[tuple[str, str]]) -> None:
-    if problems:
-        origin, positions = source_of(spec)
-        raise SpecError(format_errors(problems, origin=origin, positions=positions), problems)
+def check_builtin_scenes(spec) -> None:
+    """With the builtin player, every episode's scene must be one it has; SpecError otherwise, so a job fails
+    before any player starts (the spec's family decides what a scene is: ``spec.families``)."""
+    spec_family(spec).check_builtin_scenes(spec)
 
 
-def check_builtin_scenes(spec: JobSpec | MLAgentsJobSpec) -> None:
-    """With the builtin player, every episode's scene must be one it has (``FloorPlan1`` finds
-    ``FloorPlan1_physics``) or look like a scene file path (the player opens it); SpecError otherwise, so a
-    job fails before any player starts. Unity builds' scenes are their own business (checked at reset)."""
-    if not spec.environment.is_builtin or isinstance(spec, MLAgentsJobSpec):
-        return
-    from pathlib import PurePath
-
-    from unirender.player.scene import SCENE_SUFFIXES, builtin_scene_names
-
-    known = builtin_scene_names()
-    errors = [
-        (
-            f"episodes.{i}.scene",
-            f"{episode.scene!r} is not a scene of the builtin player; built-in scenes: {', '.join(known)} "
-            "(or give the path of a .yaml/.yml/.json scene file)",
-        )
-        for i, episode in enumerate(spec.episodes)
-        if "/" not in episode.scene
-        and PurePath(episode.scene).suffix.lower() not in SCENE_SUFFIXES
-        and episode.scene not in known
-        and f"{episode.scene}_physics" not in known
-    ]
-    _raise_problems(spec, errors)
-
-
-def check_actions(spec: JobSpec) -> list[tuple[str, str]]:
-    """Every action name in the episodes against the builtin player's actions. With the builtin player an
-    unknown name is a SpecError (with a "did you mean"); a Unity build's actions cannot be known from here, so
-    for one the same findings are returned as warnings and the job may go ahead."""
-    if isinstance(spec, MLAgentsJobSpec):
-        return []  # its actions are checked against the policy's kinds by the schema
-    from unirender.player.actions import ACTIONS
-
-    known = sorted(ACTIONS)
-    problems = []
-    for i, episode in enumerate(spec.episodes):
-        for j, action in enumerate(episode.action_dicts()):
-            name = action["action"]
-            if name in ACTIONS:
-                continue
-            guess = did_you_mean(name, known)
-            hint = f"; did you mean {guess!r}?" if guess else ""
-            problems.append(
-                (f"episodes.{i}.actions.{j}", f"{name!r} is not an action of the builtin player{hint}")
-            )
-    if spec.environment.is_builtin:
-        _raise_problems(spec, problems)
-        return []
-    return [(path, f"{message} (a Unity build may have it)") for path, message in problems]
+def check_actions(spec) -> list[tuple[str, str]]:
+    """Every action name in the episodes against the builtin player's: a SpecError with the builtin player,
+    warnings for a Unity build (the spec's family decides: ``spec.families``)."""
+    return spec_family(spec).check_actions(spec)
 
 
 def spec_warnings_text(spec: JobSpec, warnings: list[tuple[str, str]]) -> str:
@@ -243,6 +167,6 @@ def _validate(model: type[BaseModel], data: dict[str, Any], source: _Source | No
         problems = validation_problems(exc, data, model, prefix)
         origin, positions = source if source else (None, None)
         raise SpecError(format_errors(problems, origin=origin, positions=positions), problems) from None
-    if source and isinstance(spec, JobSpec | MLAgentsJobSpec):
-        _remember_source(spec, source)
+    if source and isinstance(spec, JOB_MODELS):
+        remember_source(spec, source)
     return spec

@@ -15,14 +15,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BeforeValidator, Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import (
+    BeforeValidator,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
-from unirender.spec.errors import _FieldError
-from unirender.spec.models import BUILTIN, OutputSpec, RenderSpec, _Strict
+from unirender.simulator import MLAGENTS
+from unirender.spec.errors import _FieldError, did_you_mean
+from unirender.spec.models import ALLOW_FLAT_CAMERAS_HELP, BUILTIN, OutputSpec, _Strict, without_unset_flag
+from unirender.spec.sources import raise_problems
 
-PROTOCOLS = ("ai2thor", "mlagents")
 # What the builtin reference player's ML-Agents game (ReachTarget) has; checked at load time for it.
 BUILTIN_SENSORS = ("CameraSensor", "VectorSensor_size8")
 BUILTIN_BEHAVIORS = ("ReachTarget?team=0",)
@@ -101,8 +110,6 @@ ParameterValue = Annotated[
 def _known_tag(value: Any, key: str, allowed: tuple[str, ...]) -> None:
     tag = value.get(key) if isinstance(value, dict) else None
     if isinstance(tag, str) and tag not in allowed:
-        from unirender.spec.errors import did_you_mean
-
         guess = did_you_mean(tag, list(allowed))
         hint = f"did you mean {guess!r}? " if guess else ""
         raise ValueError(f"{key} {tag!r} is unknown; {hint}(allowed: {', '.join(allowed)})")
@@ -168,14 +175,6 @@ class MLAgentsEnvironmentSpec(_Strict):
     @property
     def is_builtin(self) -> bool:
         return self.executable == BUILTIN
-
-    @property
-    def headless(self) -> bool:  # read by the platform resolver: cameras always render
-        return False
-
-    @property
-    def transport(self) -> str:
-        return "grpc"
 
     def controller_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``MLAgentsController`` (without the per-episode seed and parameters)."""
@@ -269,9 +268,16 @@ class RecordSpec(_Strict):
 
     sensors: list[str] | None = Field(None, min_length=1, description="sensor names; omitted: all")
     behaviors: list[str] | None = Field(None, min_length=1, description="behavior names; omitted: all")
+    allow_flat_cameras: bool = Field(False, description=ALLOW_FLAT_CAMERAS_HELP)
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_flag(self, handler):
+        return without_unset_flag(self, handler(self))
 
 
 class MLAgentsJobSpec(_Strict):
+    family: ClassVar[str] = MLAGENTS
+
     version: Literal[1] = 1
     name: str = Field("job", pattern=r"^[A-Za-z0-9_.\-]+$", max_length=100)
     environment: MLAgentsEnvironmentSpec
@@ -288,11 +294,6 @@ class MLAgentsJobSpec(_Strict):
             raise ValueError("must be at least 1, or 'auto'")
         return value
 
-    @property
-    def render(self) -> RenderSpec:
-        """The AI2-THOR render section the shared job code reads (colour images, no cameras, no annotations)."""
-        return RenderSpec()
-
     def controller_kwargs(self) -> dict[str, Any]:
         return self.environment.controller_kwargs()
 
@@ -300,9 +301,41 @@ class MLAgentsJobSpec(_Strict):
         """Hash of everything that may decide the dataset's bytes (not where it goes, how many workers, timeouts)."""
         data = self.model_dump(mode="json")
         data["output"].pop("directory")
+        data["record"].pop("allow_flat_cameras", None)  # whether a job may go on, not what it writes
         for key in ("workers", "max_episode_retries", "name"):
             data.pop(key)
         for key in ("timeout", "start_timeout", "max_restarts"):  # time_scale stays: a game may depend on it
             data["environment"].pop(key)
         blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()
+
+
+def check_builtin_record(spec: MLAgentsJobSpec) -> None:
+    """With the builtin player, the recorded sensors and behaviors must be ones its game has (with a "did you
+    mean"); a Unity build's are checked against its behaviors when its first episode starts."""
+    if not spec.environment.is_builtin:
+        return
+    problems = []
+    for field, names, known in (
+        ("sensors", spec.record.sensors, BUILTIN_SENSORS),
+        ("behaviors", spec.record.behaviors, BUILTIN_BEHAVIORS),
+    ):
+        for i, name in enumerate(names or []):
+            if name not in known:
+                guess = did_you_mean(name, list(known))
+                hint = f"; did you mean {guess!r}?" if guess else f"; the builtin game has {', '.join(known)}"
+                problems.append((f"record.{field}.{i}", f"{name!r} is not in the builtin game{hint}"))
+    raise_problems(spec, problems)
+
+
+def platform_request(spec: MLAgentsJobSpec) -> dict[str, Any]:
+    """The ``unirender.platforms.PlatformRequest`` fields of the job's games (their cameras always render)."""
+    env = spec.environment
+    return {
+        "width": env.width,
+        "height": env.height,
+        "x_display": env.x_display,
+        "headless": False,
+        "gpu_device": env.gpu_device,
+        "builtin": env.is_builtin,
+    }

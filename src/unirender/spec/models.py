@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
+from unirender.simulator import AI2THOR
 from unirender.spec.errors import _FieldError
 
 Modality = Literal["rgb", "depth", "instance_segmentation", "semantic_segmentation", "normals", "flow"]
@@ -46,6 +47,20 @@ CONTROLLER_KEYS = {
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+ALLOW_FLAT_CAMERAS_HELP = (
+    "a job fails fast when a camera's first frame is one flat colour (a player without a rendering context: "
+    "-nographics, no GPU or display); true lets it go on (a scene that really is one colour)"
+)
+
+
+def without_unset_flag(section: BaseModel, data: Any) -> Any:
+    """A section's dump without ``allow_flat_cameras`` while it is false: specs that do not set it dump (and so
+    hash, and land in manifests) byte for byte as before the field existed."""
+    if isinstance(data, dict) and not getattr(section, "allow_flat_cameras", False):
+        data.pop("allow_flat_cameras", None)
+    return data
 
 
 class Vec3(_Strict):
@@ -171,6 +186,11 @@ class RenderSpec(_Strict):
         "for the previous step of the episode (actions: the first frame, right after the reset, has zero flow; "
         "poses and generators: the first pose is measured against the scene's start pose)",
     )
+    allow_flat_cameras: bool = Field(False, description=ALLOW_FLAT_CAMERAS_HELP)
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_flag(self, handler):
+        return without_unset_flag(self, handler(self))
 
     @field_validator("modalities")
     @classmethod
@@ -343,6 +363,8 @@ class OutputSpec(_Strict):
 class JobSpec(_Strict):
     """A rendering job: an environment, what to render, the episodes, and where to write them."""
 
+    family: ClassVar[str] = AI2THOR  # the simulator family (unirender.simulator); spec.families maps it
+
     version: Literal[1] = 1
     name: str = Field("job", pattern=r"^[A-Za-z0-9_.\-]+$", max_length=100)
     environment: EnvironmentSpec = Field(default_factory=EnvironmentSpec)
@@ -388,6 +410,7 @@ class JobSpec(_Strict):
         """Hash of everything that decides the dataset's bytes (not where it goes or how many workers)."""
         data = self.model_dump(mode="json")
         data["output"].pop("directory")
+        data["render"].pop("allow_flat_cameras", None)  # whether a job may go on, not what it writes
         for key in ("workers", "max_episode_retries", "name"):
             data.pop(key)
         for key in ("server_timeout", "server_start_timeout", "max_restarts"):
