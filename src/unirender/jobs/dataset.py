@@ -14,6 +14,7 @@ import numpy as np
 
 from unirender.jobs.chunks import read_chunk_records
 from unirender.jobs.encoding import decode_array
+from unirender.jobs.families import family_of_manifest
 from unirender.jobs.manifest import dataset_records
 from unirender.jobs.state import MANIFEST, METADATA, JobError
 
@@ -56,6 +57,7 @@ class Dataset:
                 self._records = [json.loads(line) for line in f if line.strip()]
             self._length = len(self._records)
         self._cached: tuple[int, list[dict[str, Any]]] | None = None
+        self._family = family_of_manifest(self.manifest)  # what wrote it: the frame type it reads back as
         self.format: str = self.manifest["output"]["format"]
         self.depth16_scale: float | None = self.manifest["output"].get("depth16_scale")
         self._archive_path: str | None = None
@@ -101,14 +103,8 @@ class Dataset:
             self.close()
 
     def event(self, i: int):
-        from unirender.jobs.episodes import group_camera_frames
-        from unirender.protocol.event import Event
-
-        if self.manifest.get("protocol") == "mlagents":
-            from unirender.jobs.mlagents_episodes import MLAgentsFrame
-
-            return MLAgentsFrame(self.record(i)["metadata"], self.frames(i))
-        return Event.from_frames(self.record(i)["metadata"], group_camera_frames(self.frames(i)))
+        """Frame ``i`` as its family reads back (an ``Event``; an ML-Agents dataset's: an ``MLAgentsFrame``)."""
+        return self._family.dataset_frame(self.record(i)["metadata"], self.frames(i))
 
     def frames(self, i: int) -> dict[str, np.ndarray]:
         """Frame ``i``'s arrays as written (third-party images one per camera: ``<name>.<camera>``)."""

@@ -1,4 +1,5 @@
-"""Episodes as work units, and how one unit drives a Controller.
+"""The AI2-THOR family's jobs: episodes as work units, how one unit drives a Controller (or a session of one),
+and :data:`AI2THOR_JOBS`, the family's entry in the jobs registry (:mod:`unirender.jobs.families`).
 
 A unit is one repeat of one episode. Running it always starts with ``reset`` (and re-adding the third-party
 cameras), so a unit's frames do not depend on which player ran it or what it ran before: a redone unit, on
@@ -10,18 +11,16 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from unirender.errors import UnirenderError
+from unirender.jobs.units import EpisodeFailed, limit_end
+from unirender.simulator import AI2THOR
 from unirender.spec.models import EpisodeSpec, GridGenerator, JobSpec, PoseSpec, RandomGenerator, RenderSpec
 
-
-class EpisodeFailed(UnirenderError):
-    """The episode cannot be rendered as specified (a pose the player refuses, no reachable positions, ...).
-
-    Not a crash: redoing it would fail the same way, so the job stops with this message."""
+__all__ = ["AI2THOR_JOBS", "EpisodeFailed", "WorkUnit", "expand_units", "run_frames", "run_unit"]
 
 
 @dataclass(frozen=True)
@@ -42,12 +41,6 @@ class WorkUnit:
 
 
 def expand_units(spec: JobSpec) -> list[WorkUnit]:
-    from unirender.spec.mlagents import MLAgentsJobSpec
-
-    if isinstance(spec, MLAgentsJobSpec):
-        from unirender.jobs.mlagents_episodes import expand_mlagents_units
-
-        return expand_mlagents_units(spec)  # type: ignore[return-value]
     units = []
     for i, episode in enumerate(spec.episodes):
         label = re.sub(r"[^A-Za-z0-9_\-]", "-", episode.name or episode.scene)[:40]
@@ -140,7 +133,7 @@ def run_frames(
             raise EpisodeFailed(f"camera {camera.name!r}: {event.metadata.get('errorMessage')}")
     if episode.actions is not None:
         actions = episode.action_dicts()
-        end = _limit(len(actions) + 1, end, on_total)
+        end = limit_end(len(actions) + 1, end, on_total)
         if start == 0 and end > 0:
             yield 0, event
         for j, action in enumerate(actions[: max(0, end - 1)]):  # frame j+1 is the one after action j
@@ -152,7 +145,7 @@ def run_frames(
         poses = episode.poses
     else:
         poses = generated_poses(episode.generator, reachable_positions(controller), unit.repeat)
-    end = _limit(len(poses), end, on_total)
+    end = limit_end(len(poses), end, on_total)
     first = start - 1 if start > 0 else start  # unrecorded: the frame flow is measured against
     for n in range(first, end):
         pose = poses[n]
@@ -163,15 +156,6 @@ def run_frames(
             )
         if n >= start:
             yield n, event
-
-
-def _limit(total: int, end: int | None, on_total: Callable[[int], int | None] | None) -> int:
-    limits = [total] + ([end] if end is not None else [])
-    if on_total is not None:
-        asked = on_total(total)
-        if asked is not None:
-            limits.append(asked)
-    return min(limits)
 
 
 def modality_of(key: str) -> str:
@@ -231,3 +215,98 @@ def missing_modalities(event, render: RenderSpec) -> list[str]:
     if render.cameras:
         missing += [f"{m} (cameras)" for m in render.modalities if cameras.get(m, 0) < len(render.cameras)]
     return missing
+
+
+class PlayerSeat:
+    """A worker's player, started once and kept for every unit it runs (each unit starts with a reset)."""
+
+    def __init__(self, open_simulator: Callable[[dict], Any], kwargs: dict[str, Any]):
+        self.simulator = open_simulator(dict(kwargs))
+
+    def stop(self) -> None:
+        simulator, self.simulator = self.simulator, None
+        if simulator is not None:
+            simulator.stop()
+
+
+class AI2THORJobs:
+    """The AI2-THOR family in the jobs registry: its units, seat, frames and dataset frames (``Event``)."""
+
+    name = AI2THOR
+    manifest_protocol = None  # AI2-THOR manifests have never had a "protocol" key
+    frame_parts = None  # the writer stores the frames the render section asks for (write_behind)
+
+    units = staticmethod(expand_units)
+
+    @staticmethod
+    def render_section(spec: JobSpec) -> RenderSpec:
+        return spec.render
+
+    allow_flat_cameras_key = "render.allow_flat_cameras"  # named by the error a flat first frame fails a job with
+
+    @staticmethod
+    def allows_flat_cameras(spec: JobSpec) -> bool:
+        return spec.render.allow_flat_cameras
+
+    @staticmethod
+    def seat(open_simulator: Callable[[dict], Any], kwargs: dict[str, Any]) -> PlayerSeat:
+        return PlayerSeat(open_simulator, kwargs)
+
+    @staticmethod
+    def frames(seat: PlayerSeat, unit: WorkUnit, spec: JobSpec, **kwargs: Any) -> Iterator[tuple[int, Any]]:
+        return run_frames(seat.simulator, unit, spec.render, **kwargs)
+
+    @staticmethod
+    def check_first_frame(event, spec: JobSpec) -> None:
+        missing = missing_modalities(event, spec.render)
+        if missing:
+            raise EpisodeFailed(
+                f"the player did not produce {', '.join(missing)} (asked for through Initialize "
+                f"{sorted(k for k, v in spec.render.initialize_params().items() if v)})"
+            )
+
+    @staticmethod
+    def player_version(seat: PlayerSeat, spec: JobSpec, event) -> str | None:
+        if spec.environment.is_builtin:
+            from unirender import __version__
+
+            return f"unirender-player {__version__}"
+        # Unity builds do not report a version; their folder is named thor-<Platform>-<commit>
+        return event.metadata.get("buildVersion") or Path(spec.environment.executable).resolve().parent.name
+
+    @staticmethod
+    def dataset_frame(metadata: dict[str, Any], frames: dict[str, np.ndarray]):
+        from unirender.protocol.event import Event
+
+        return Event.from_frames(metadata, group_camera_frames(frames))
+
+    @staticmethod
+    def describe_plan(spec: JobSpec, plan) -> str:
+        frames = f"{plan.frames}" + (
+            f" + {plan.grid_units} grid episode(s) sized by their scenes' reachable positions"
+            if plan.grid_units
+            else ""
+        )
+        render = spec.render
+        modalities = ", ".join(render.modalities)
+        cameras = ", ".join(c.name for c in render.cameras) or "none"
+        return "\n".join(
+            [
+                f"job          {spec.name} (spec hash {spec.content_hash()[:12]})",
+                f"executable   {spec.environment.executable} over {spec.environment.transport}",
+                f"platform     {plan.platform or '?'} on {plan.device or '?'}"
+                + (" (software)" if plan.software else ""),
+                f"players      {plan.workers}",
+                f"episodes     {len(spec.episodes)} ({plan.units} with repeats)",
+                f"frames       {frames}",
+                f"size         {spec.environment.width}x{spec.environment.height}, modalities: {modalities}; "
+                f"cameras: {cameras}",
+                f"output       {spec.output.directory} ({spec.output.format}; committed every "
+                f"{spec.output.frames_per_shard} frames; metadata: {spec.output.metadata}"
+                + (f"; annotations: {', '.join(render.annotations)}" if render.annotations else "")
+                + ")",
+            ]
+        )
+
+
+AI2THOR_JOBS = AI2THORJobs()

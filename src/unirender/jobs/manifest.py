@@ -11,15 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from unirender.jobs.chunks import META_DIR, META_SUFFIX, Commit, read_chunk_records
-from unirender.jobs.episodes import WorkUnit
 from unirender.jobs.state import MANIFEST
 from unirender.jobs.writers import depth16_scale
-from unirender.spec import JobSpec
 
 CommitsByUnit = dict[str, dict[int, Commit]]
 
 
-def unit_entries(units: list[WorkUnit], committed: CommitsByUnit) -> list[dict[str, Any]]:
+def unit_entries(units: list[Any], committed: CommitsByUnit) -> list[dict[str, Any]]:
     """The dataset's units in episode order: what a reader needs to find every chunk's metadata file."""
     out = []
     for unit in units:
@@ -48,8 +46,9 @@ def dataset_records(root: Path, units: list[dict[str, Any]]) -> Iterator[dict[st
                        "scene": unit["scene"], **record}  # fmt: skip
 
 
-def write_annotations(root: Path, spec: JobSpec, units: list[WorkUnit], committed: CommitsByUnit) -> None:
-    if not spec.render.annotations:
+def write_annotations(root: Path, spec, render, units: list[Any], committed: CommitsByUnit) -> None:
+    """The annotation files ``render.annotations`` asks for (``render``: the family's render section)."""
+    if not render.annotations:
         return
     from unirender.jobs.annotations import write_annotation_files
 
@@ -57,9 +56,11 @@ def write_annotations(root: Path, spec: JobSpec, units: list[WorkUnit], committe
 
 
 def build_manifest(
-    spec: JobSpec,
+    spec,
+    family,
+    render,
     root: Path,
-    units: list[WorkUnit],
+    units: list[Any],
     committed: CommitsByUnit,
     result,
     player_info: dict[str, Any],
@@ -73,7 +74,7 @@ def build_manifest(
         if entry["chunks"]:
             keys |= set(read_chunk_records(root, entry["id"], 0)[0]["files"])
     step_s, write_s = result.step_s, result.write_s
-    protocol = getattr(spec.environment, "protocol", None)  # only ML-Agents datasets say so
+    protocol = family.manifest_protocol  # only ML-Agents datasets say so (jobs.families)
     return {
         **({"protocol": protocol} if protocol else {}),
         "name": spec.name,
@@ -89,8 +90,8 @@ def build_manifest(
         "output": {
             "format": spec.output.format,
             "depth_encoding": spec.output.depth_encoding,
-            "depth16_scale": depth16_scale(spec.output, spec.render.depth_format),
-            "depth_format": spec.render.depth_format,
+            "depth16_scale": depth16_scale(spec.output, render.depth_format),
+            "depth_format": render.depth_format,
             "frame_keys": sorted(keys),
             "frames_per_shard": spec.output.frames_per_shard,
             "metadata": {
@@ -98,7 +99,7 @@ def build_manifest(
                 "files": f"{META_DIR}/<unit>-<chunk>{META_SUFFIX}",
                 "encoding": "msgpack list of frame records, zstd-compressed",
             },  # fmt: skip
-            "annotations": list(spec.render.annotations),
+            "annotations": list(render.annotations),
         },
         "units": entries,
         "counts": {

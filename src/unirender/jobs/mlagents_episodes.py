@@ -11,6 +11,10 @@ A frame (the one after the reset, then one per step) holds per recorded behavior
 sensors' images (frame keys ``<sensor>.<i>``, ``i`` the agent's position in the frame's ``agents`` list; with
 several behaviors ``<behavior>.<sensor>.<i>``) and, in its metadata, the agent's id, decision/terminal flags,
 rewards, vector observations and the actions it is sent after this frame.
+
+The game is a :class:`unirender.simulator.Simulator` (``cluster.simulators.launch``, or a session of the job's
+backend, local or Ray): its first event is the reset's, and its ``describe()`` gives the behaviors' action spaces
+and sensors. :data:`MLAGENTS_JOBS` is the family's entry in the jobs registry (:mod:`unirender.jobs.families`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from unirender.errors import UnirenderError
-from unirender.jobs.episodes import EpisodeFailed, _limit
+from unirender.jobs.units import EpisodeFailed, limit_end
+from unirender.simulator import MLAGENTS, Description
 from unirender.spec.errors import did_you_mean
 from unirender.spec.mlagents import (
     MLAgentsEpisodeSpec,
@@ -34,6 +39,7 @@ from unirender.spec.mlagents import (
     ZerosPolicy,
     resolve_parameters,
 )
+from unirender.spec.models import RenderSpec
 
 
 @dataclass(frozen=True)
@@ -83,32 +89,58 @@ def frame_parts(frame: MLAgentsFrame, output) -> tuple[dict[str, np.ndarray], di
 
 
 class MLAgentsSeat:
-    """A worker's place for games: ``open(seed, parameters)`` launches a fresh game for a unit (closing the
-    previous one); ``stop()`` closes it. ``factory(kwargs)`` makes the game (default ``MLAgentsController``)."""
+    """A worker's place for games: ``open(seed, parameters)`` launches a fresh game for a unit (stopping the
+    previous one) with ``open_simulator(kwargs)``; ``stop()`` stops it. ``version``: the last game's ML-Agents
+    package version."""
 
-    def __init__(self, kwargs: dict[str, Any], factory: Callable[[dict], Any] | None = None):
-        self.kwargs = dict(kwargs)
-        self.factory = factory
-        self.game = None
+    def __init__(self, open_simulator: Callable[[dict], Any], kwargs: dict[str, Any]):
+        self.kwargs = {**kwargs, "protocol": MLAGENTS}  # a backend picks the family by it
+        self.open_simulator = open_simulator
+        self.simulator = None
         self.version: str | None = None
 
     def open(self, seed: int, parameters: dict[str, Any]):
         self.stop()
-        kwargs = {**self.kwargs, "seed": seed, "environment_parameters": parameters}
-        if self.factory is not None:
-            self.game = self.factory(kwargs)
-        else:
-            from unirender.mlagents import (
-                MLAgentsController,  # the runner loaded it once (cluster.simulators)
-            )
-
-            self.game = MLAgentsController(**kwargs)
-        return self.game
+        self.simulator = self.open_simulator({**self.kwargs, "seed": seed, "environment_parameters": parameters})
+        return self.simulator
 
     def stop(self) -> None:
-        game, self.game = self.game, None
-        if game is not None:
-            (getattr(game, "close", None) or game.stop)()
+        simulator, self.simulator = self.simulator, None
+        if simulator is not None:
+            simulator.stop()
+
+
+@dataclass(frozen=True)
+class _Observation:
+    name: str
+    is_visual: bool
+
+
+@dataclass(frozen=True)
+class BehaviorView:
+    """What the episode driver reads of a behavior (as an ML-Agents ``BehaviorSpec`` has it), made from a
+    :class:`~unirender.simulator.Description`: its action spec and its sensors in observation order."""
+
+    action_spec: Any
+    observation_specs: tuple[_Observation, ...]
+
+    @property
+    def sensor_names(self) -> list[str]:
+        return [o.name for o in self.observation_specs]
+
+
+def behavior_views(description: Description) -> dict[str, BehaviorView]:
+    """``{behavior: BehaviorView}`` from a game's description (observations listed in the game's order)."""
+    from unirender.protocol.mlagents.steps import ActionSpec
+
+    sensors: dict[str, list[_Observation]] = {name: [] for name in description.actions.behaviors}
+    for obs in description.observations:
+        if obs.behavior is not None:
+            sensors.setdefault(obs.behavior, []).append(_Observation(obs.key[len(obs.behavior) + 1 :], obs.camera))
+    return {
+        name: BehaviorView(ActionSpec(space.continuous, tuple(space.discrete)), tuple(sensors[name]))
+        for name, space in description.actions.behaviors.items()
+    }
 
 
 def _rows(values, n: int, width: int, dtype) -> np.ndarray:
@@ -245,12 +277,13 @@ def run_mlagents_frames(
     episode = unit.episode
     parameters = {**spec.environment.environment_parameters, **episode.environment_parameters}
     game = seat.open(unit.seed, resolve_parameters(parameters, unit.seed))
-    event = game.reset()
-    specs = game.behavior_specs
-    seat.version = getattr(getattr(game, "unity", None), "package_version", None)
+    event = game.last_event  # a game is reset once when it starts
+    description = game.describe()
+    specs = behavior_views(description)
+    seat.version = description.build_version
     behaviors = check_record(spec.record, specs)
     sensors = set(spec.record.sensors) if spec.record.sensors else None
-    end = _limit(episode.known_frame_count, end, on_total)
+    end = limit_end(episode.known_frame_count, end, on_total)
     for step in range(end):
         actions = policy_actions(episode, unit.seed, step, event, specs) if step < episode.steps else None
         if step >= start:
@@ -262,3 +295,72 @@ def run_mlagents_frames(
                 if isinstance(exc, UnirenderError):
                     raise
                 raise EpisodeFailed(f"{unit.id}: step {step}: {exc}") from exc
+
+
+class MLAgentsJobs:
+    """The ML-Agents family in the jobs registry: a fresh seeded game per unit, frames as :class:`MLAgentsFrame`."""
+
+    name = MLAGENTS
+    manifest_protocol = MLAGENTS  # an ML-Agents manifest says so ("protocol"); dataset.py reads it back
+    frame_parts = staticmethod(frame_parts)
+
+    units = staticmethod(expand_mlagents_units)
+
+    @staticmethod
+    def render_section(spec: MLAgentsJobSpec) -> RenderSpec:
+        """What the shared writer, annotations and manifest read: colour images, no cameras, no annotations."""
+        return RenderSpec()
+
+    allow_flat_cameras_key = "record.allow_flat_cameras"  # named by the error a flat first frame fails a job with
+
+    @staticmethod
+    def allows_flat_cameras(spec: MLAgentsJobSpec) -> bool:
+        return spec.record.allow_flat_cameras
+
+    @staticmethod
+    def seat(open_simulator: Callable[[dict], Any], kwargs: dict[str, Any]) -> MLAgentsSeat:
+        return MLAgentsSeat(open_simulator, kwargs)
+
+    @staticmethod
+    def frames(seat: MLAgentsSeat, unit: MLAgentsUnit, spec: MLAgentsJobSpec, **kwargs: Any):
+        return run_mlagents_frames(seat, unit, spec, **kwargs)
+
+    @staticmethod
+    def check_first_frame(frame: MLAgentsFrame, spec: MLAgentsJobSpec) -> None:
+        return None  # the recorded sensors were checked against the game's (check_record)
+
+    @staticmethod
+    def player_version(seat: MLAgentsSeat, spec: MLAgentsJobSpec, frame: MLAgentsFrame) -> str | None:
+        package = f"com.unity.ml-agents {seat.version}" if seat.version else None
+        if spec.environment.is_builtin:
+            from unirender import __version__
+
+            return f"unirender-player {__version__} ({package})"
+        return package
+
+    @staticmethod
+    def dataset_frame(metadata: dict[str, Any], frames: dict[str, np.ndarray]) -> MLAgentsFrame:
+        return MLAgentsFrame(metadata, frames)
+
+    @staticmethod
+    def describe_plan(spec: MLAgentsJobSpec, plan) -> str:
+        env = spec.environment
+        return "\n".join(
+            [
+                f"job          {spec.name} (spec hash {spec.content_hash()[:12]})",
+                f"executable   {env.executable} over ML-Agents (gRPC), time scale {env.time_scale:g}",
+                f"platform     {plan.platform or '?'} on {plan.device or '?'}"
+                + (" (software)" if plan.software else ""),
+                f"players      {plan.workers} (a fresh game per episode repeat)",
+                f"episodes     {len(spec.episodes)} ({plan.units} with repeats)",
+                f"frames       {plan.frames} (the reset's frame + one per step)",
+                f"size         {env.width}x{env.height}; sensors: "
+                f"{', '.join(spec.record.sensors or ['all'])}; behaviors: "
+                f"{', '.join(spec.record.behaviors or ['all'])}",
+                f"output       {spec.output.directory} ({spec.output.format}; committed every "
+                f"{spec.output.frames_per_shard} frames)",
+            ]
+        )
+
+
+MLAGENTS_JOBS = MLAgentsJobs()

@@ -6,8 +6,8 @@ import math
 import os
 from dataclasses import dataclass
 
-from unirender.jobs.episodes import expand_units
-from unirender.spec import JobSpec
+from unirender.jobs.families import job_family
+from unirender.spec.families import spec_family
 
 MAX_AUTO_WORKERS = 8
 
@@ -34,20 +34,12 @@ def work_capacity(units, chunk: int) -> int:
     return max(1, capacity)
 
 
-def resolve_platform(spec: JobSpec):
+def resolve_platform(spec):
     """Resolve once for the whole job (starting a virtual display once if one is needed); caller releases."""
     from unirender.platforms import PlatformRequest, resolve
 
-    env = spec.environment
-    request = PlatformRequest(
-        width=env.width,
-        height=env.height,
-        x_display=env.x_display,
-        headless=env.headless,
-        gpu_device=env.gpu_device,
-        builtin=env.is_builtin,
-    )
-    return resolve(request, platform=env.platform)
+    request = PlatformRequest(**spec_family(spec).platform_request(spec))
+    return resolve(request, platform=spec.environment.platform)
 
 
 @dataclass
@@ -60,54 +52,13 @@ class JobPlan:
     device: str | None
     software: bool
 
-    def describe(self, spec: JobSpec) -> str:
-        frames = f"{self.frames}" + (
-            f" + {self.grid_units} grid episode(s) sized by their scenes' reachable positions"
-            if self.grid_units
-            else ""
-        )
-        if getattr(spec.environment, "protocol", None) == "mlagents":
-            env = spec.environment
-            return "\n".join(
-                [
-                    f"job          {spec.name} (spec hash {spec.content_hash()[:12]})",
-                    f"executable   {env.executable} over ML-Agents (gRPC), time scale {env.time_scale:g}",
-                    f"platform     {self.platform or '?'} on {self.device or '?'}"
-                    + (" (software)" if self.software else ""),
-                    f"players      {self.workers} (a fresh game per episode repeat)",
-                    f"episodes     {len(spec.episodes)} ({self.units} with repeats)",
-                    f"frames       {self.frames} (the reset's frame + one per step)",
-                    f"size         {env.width}x{env.height}; sensors: "
-                    f"{', '.join(spec.record.sensors or ['all'])}; behaviors: "
-                    f"{', '.join(spec.record.behaviors or ['all'])}",
-                    f"output       {spec.output.directory} ({spec.output.format}; committed every "
-                    f"{spec.output.frames_per_shard} frames)",
-                ]
-            )
-        modalities = ", ".join(spec.render.modalities)
-        cameras = ", ".join(c.name for c in spec.render.cameras) or "none"
-        return "\n".join(
-            [
-                f"job          {spec.name} (spec hash {spec.content_hash()[:12]})",
-                f"executable   {spec.environment.executable} over {spec.environment.transport}",
-                f"platform     {self.platform or '?'} on {self.device or '?'}"
-                + (" (software)" if self.software else ""),
-                f"players      {self.workers}",
-                f"episodes     {len(spec.episodes)} ({self.units} with repeats)",
-                f"frames       {frames}",
-                f"size         {spec.environment.width}x{spec.environment.height}, modalities: {modalities}; "
-                f"cameras: {cameras}",
-                f"output       {spec.output.directory} ({spec.output.format}; committed every "
-                f"{spec.output.frames_per_shard} frames; metadata: {spec.output.metadata}"
-                + (f"; annotations: {', '.join(spec.render.annotations)}" if spec.render.annotations else "")
-                + ")",
-            ]
-        )
+    def describe(self, spec) -> str:
+        return job_family(spec.family).describe_plan(spec, self)
 
 
-def plan_job(spec: JobSpec, *, workers: int | None = None, resolve: bool = True) -> JobPlan:
+def plan_job(spec, *, workers: int | None = None, resolve: bool = True) -> JobPlan:
     """The plan; with ``resolve`` the platform is probed (raises PlatformError if nothing can run it)."""
-    units = expand_units(spec)
+    units = job_family(spec.family).units(spec)
     platform = device = None
     software = True
     if resolve:
