@@ -1,0 +1,152 @@
+"""Dataset jobs on every family and backend: a small job split over two workers gives the dataset a plain run in
+this process gives, a job whose game renders flat cameras fails fast, and a job SIGKILLed after its first
+committed chunk resumes (``unirender render`` run again) into the same dataset.
+
+Frames are tiny (48x40) and every job has two chunks per unit. Records are compared without the AI2-THOR
+player's wall clock (``currentTime``), the only key that differs between two runs.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from unirender.jobs import JobError, load_dataset, render
+from unirender.simulator import FlatCameraWarning
+
+ROOT = Path(__file__).resolve().parents[2]
+CHUNK = 2
+
+
+def environment(case) -> dict:
+    env = case.environment
+    if "server" in env:  # a session's kwarg; a spec's environment names it transport
+        env["transport"] = env.pop("server")
+    return env
+
+
+def small_job(case, out: Path, *, chunk: int = CHUNK, frames: int = 2 * CHUNK, workers: int = 2) -> dict:
+    """Two units of ``frames`` frames each (two chunks), one per worker."""
+    job = {"name": f"matrix-{case.family_id}", "environment": environment(case),
+           "output": {"directory": str(out), "frames_per_shard": chunk}, "workers": workers}  # fmt: skip
+    if case.family == "mlagents":
+        job["episodes"] = [{"name": "rand", "steps": frames - 1, "seed": 5, "repeat": 2, "policy": "random"}]
+    else:
+        job["render"] = {"modalities": ["rgb", "depth"]}
+        job["episodes"] = [{"scene": "FloorPlan1_physics", "repeat": 2,
+                            "generator": {"kind": "random", "count": frames, "seed": 3}}]  # fmt: skip
+    return job
+
+
+def dataset(root: Path) -> tuple[list[dict], list[dict[str, np.ndarray]]]:
+    """(records without the player's clock, frames) as read back."""
+    ds = load_dataset(root)
+    records = ds.records
+    for record in records:
+        record["metadata"].pop("currentTime", None)
+    return records, [ds.frames(i) for i in range(len(ds))]
+
+
+def assert_same_dataset(got: Path, want: Path) -> None:
+    got_records, got_frames = dataset(got)
+    want_records, want_frames = dataset(want)
+    assert got_records == want_records
+    assert len(got_frames) == len(want_frames)
+    for i, (a, b) in enumerate(zip(got_frames, want_frames, strict=True)):
+        assert sorted(a) == sorted(b), i
+        for key in b:
+            assert np.array_equal(a[key], b[key]), (i, key)
+
+
+_REFERENCES: dict[str, Path] = {}
+
+
+def reference(job: dict, tmp_path_factory) -> Path:
+    """``job`` run once in this process with one worker and no backend: what every case must give."""
+    doc = {**job, "workers": 1, "output": {**job["output"], "directory": ""}}
+    key = yaml.safe_dump(doc)
+    if key not in _REFERENCES:
+        out = tmp_path_factory.mktemp("reference") / "data"
+        render({**doc, "output": {**doc["output"], "directory": str(out)}})
+        _REFERENCES[key] = out
+    return _REFERENCES[key]
+
+
+def test_a_small_job_split_over_two_workers(case, tmp_path, tmp_path_factory):
+    backend = case.backend()
+    job = small_job(case, tmp_path / "data")
+    result = render(job, backend=backend)
+    assert result.workers == 2 and result.units == 2 and result.frames == 4 * CHUNK
+    assert [p["frames"] for p in result.players] == [2 * CHUNK, 2 * CHUNK], result.players  # a unit each
+    assert all(p.get("node") for p in result.players), result.players  # sessions of the backend ran them
+    assert backend.sessions() == []
+    manifest = load_dataset(tmp_path / "data").manifest
+    assert manifest["platform"] == "EGL" and manifest["counts"]["chunks"] == 4
+    assert_same_dataset(tmp_path / "data", reference(job, tmp_path_factory))
+
+
+def test_a_job_whose_game_renders_flat_cameras_fails_fast(mlagents_case, tmp_path):
+    """A game started with -nographics renders black cameras (as Unity does): the job stops at the first frame
+    with the warning's text, unless the spec allows flat cameras."""
+    job = small_job(mlagents_case, tmp_path / "flat", workers=1)
+    job["environment"]["args"] = ["-nographics"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FlatCameraWarning)  # the backend warns too; the job must fail
+        with pytest.raises(JobError) as info:
+            render(job, backend=mlagents_case.backend())
+        text = str(info.value)
+        assert "flat colour" in text and "-nographics" in text and "EGL" in text, text
+        assert "record.allow_flat_cameras: true" in text and "fix the spec" in text, text
+        assert not (tmp_path / "flat" / "manifest.json").exists()
+
+        job["record"] = {"allow_flat_cameras": True}
+        job["output"]["directory"] = str(tmp_path / "allowed")
+        result = render(job, backend=mlagents_case.backend())
+    assert result.frames == 4 * CHUNK
+    frame = load_dataset(tmp_path / "allowed").frames(0)["CameraSensor.0"]
+    assert np.ptp(frame) == 0  # what was asked for: the flat frames, kept
+
+
+def test_a_job_killed_after_its_first_chunk_resumes_into_the_same_dataset(family_case, tmp_path, tmp_path_factory):
+    """``unirender render --backend local`` SIGKILLed (with its players) after its first committed chunk, then
+    run again: it keeps what was committed, renders the rest, and the dataset equals an uninterrupted run's."""
+    chunk = 8  # long enough chunks that the job is still running when its first commit is seen
+    job = small_job(family_case, tmp_path / "killed", chunk=chunk, frames=2 * chunk, workers=1)
+    if family_case.family == "mlagents":
+        job["environment"]["time_scale"] = 1  # the game paces its 0.02 s steps in real time
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(job))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()  # a SIGKILLed job leaves its FIFO dir: keep it in tmp_path
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TMPDIR": str(scratch)}
+    proc = subprocess.Popen([sys.executable, "-m", "unirender.cli", "render", str(path), "--backend", "local",
+                             "--quiet"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)  # fmt: skip
+    log = tmp_path / "killed" / ".unirender-job" / "commits.log"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if log.exists() and log.read_bytes().count(b"\n") >= 1:
+                break
+            time.sleep(0.002)
+        assert proc.poll() is None, "the job finished (or failed) before it could be killed"
+        os.killpg(proc.pid, signal.SIGKILL)  # the CLI and its players, at once
+    finally:
+        proc.wait(10)
+    committed = log.read_bytes().count(b"\n")
+    assert 1 <= committed < 4
+    assert not (tmp_path / "killed" / "manifest.json").exists()
+
+    resumed = render(path, backend=family_case.backend())
+    assert resumed.frames == 4 * chunk
+    assert resumed.frames_written <= 4 * chunk - committed * chunk
+    assert_same_dataset(tmp_path / "killed", reference(job, tmp_path_factory))
