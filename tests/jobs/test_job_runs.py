@@ -371,3 +371,27 @@ def test_render_command_out_workers_and_no_resume(tmp_path, capsys):
     assert main(["render", str(tmp_path / "b.yaml"), "--out", out2, "--backend", "local", "--quiet"]) == 0
     a, b = list(load_dataset(out)), list(load_dataset(out2))
     assert len(a) == len(b) == 2 and all((x.frame == y.frame).all() for x, y in zip(a, b, strict=True))
+
+
+def test_a_camera_that_renders_one_flat_colour_fails_the_job_unless_allowed(tmp_path):
+    """A third-party camera high above the scene looking at the empty sky renders one colour, as every camera of a
+    player without a rendering context would: the job stops at the unit's first frame with the platform and the
+    likely cause; ``render.allow_flat_cameras: true`` lets it go on."""
+    job = {
+        "environment": {"executable": "builtin", "platform": "EGL", "width": 32, "height": 32},
+        "render": {"cameras": [{"name": "sky", "position": {"x": 0, "y": 60, "z": 0}, "rotation": {"x": -90}}]},
+        "episodes": [{"scene": "FloorPlan1_physics", "actions": ["Pass", "Pass"]}],
+        "output": {"directory": str(tmp_path / "sky"), "frames_per_shard": 2},
+        "workers": 1,
+    }
+    with pytest.raises(JobError) as info:
+        render(job)
+    text = str(info.value)
+    assert "third_party_camera_frames" in text and "flat colour" in text and "EGL" in text, text
+    assert "render.allow_flat_cameras: true" in text and "fix the spec" in text, text
+    assert not (tmp_path / "sky" / "manifest.json").exists()
+    job["render"]["allow_flat_cameras"] = True
+    assert render(job).frames == 3
+    event = next(iter(load_dataset(tmp_path / "sky")))
+    sky = event.third_party_camera_frames[0]
+    assert (sky == sky[0, 0]).all() and not (event.frame == event.frame[0, 0]).all()

@@ -263,3 +263,13 @@ def test_archive_formats_hold_the_same_frames(tmp_path, fmt):
         assert sorted(a.frames()) == sorted(b.frames())
         for key in a.frames():
             assert np.array_equal(a.frames()[key], b.frames()[key])
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_a_game_started_with_nographics_fails_the_job_at_its_first_frame(tmp_path):
+    """Unity's -nographics renders black cameras: the job fails fast (no backend: the game is launched here)."""
+    spec = job(tmp_path / "black", workers=1)
+    spec["environment"]["args"] = ["-nographics"]
+    spec["episodes"] = [{"steps": 3, "seed": 1, "policy": "zeros"}]
+    with pytest.raises(JobError, match=r"CameraSensor(.|\n)*flat colour(.|\n)*-nographics(.|\n)*record.allow_flat"):
+        render(spec)

@@ -441,3 +441,39 @@ def test_action_names_are_checked_against_the_builtin_player(tmp_path):
             "'ReleaseTheKraken' is not an action of the builtin player (a Unity build may have it)",
         )
     ]
+
+
+@pytest.mark.parametrize(
+    ("doc", "section"),
+    [
+        ({"episodes": [{"scene": "FloorPlan1", "actions": ["Pass"]}]}, "render"),
+        ({"environment": {"protocol": "mlagents"}, "episodes": [{"steps": 2}]}, "record"),
+    ],
+    ids=["ai2thor", "mlagents"],
+)
+def test_allow_flat_cameras_changes_neither_the_dump_nor_the_hash_of_specs_without_it(doc, section):
+    """A spec that does not set it dumps (manifest "spec") and hashes (resume) as before the field existed; one
+    that sets it shows it, and still resumes a run made without it (it decides whether a job goes on, not what
+    it writes)."""
+    plain = load_spec(doc)
+    assert "allow_flat_cameras" not in plain.model_dump(mode="json")[section]
+    assert getattr(plain, section).allow_flat_cameras is False
+    explicit_false = load_spec({**doc, section: {"allow_flat_cameras": False}})
+    allowed = load_spec({**doc, section: {"allow_flat_cameras": True}})
+    assert allowed.model_dump(mode="json")[section]["allow_flat_cameras"] is True
+    assert plain.content_hash() == explicit_false.content_hash() == allowed.content_hash()
+    assert load_spec(allowed.model_dump(mode="json")) == allowed  # a manifest's spec loads back
+    with pytest.raises(SpecError, match=f"{section}.allow_flat_cameras"):
+        load_spec({**doc, section: {"allow_flat_cameras": "maybe"}})
+
+
+def test_the_loader_picks_the_model_by_protocol_from_the_family_table():
+    from unirender.spec.families import SPEC_FAMILIES, spec_family
+
+    for name, family in SPEC_FAMILIES.items():
+        assert family.job_model.family == name and spec_family(name) is family
+    assert type(load_spec({"environment": {"protocol": "mlagents"}, "episodes": [{"steps": 1}]})) is (
+        SPEC_FAMILIES["mlagents"].job_model
+    )
+    with pytest.raises(SpecError, match=r"allowed: ai2thor, mlagents"):
+        load_spec({"environment": {"protocol": "http"}, "episodes": [{"steps": 1}]})
