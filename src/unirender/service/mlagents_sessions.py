@@ -88,9 +88,6 @@ def job_spec(app, data: dict):
     from unirender.spec import load_spec
     from unirender.spec.mlagents import MLAgentsJobSpec
 
-    if getattr(app.backend, "name", "local") != "local":
-        raise ApiError(422, "not_supported", "ML-Agents jobs run their games in the service process: this "
-                       f"service's sessions live on the {app.backend.name!r} backend; run `unirender render` there")
     validate_body(MLAgentsJobSpec, data)
     spec = load_spec(data)
     app.policy.check_mlagents_environment(spec.environment)
