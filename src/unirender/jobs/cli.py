@@ -111,14 +111,10 @@ def cmd_render(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from unirender.jobs.demo import DEMO_SHEET_FRAME, contact_sheet_for, demo_spec, mlagents_demo_spec
+    from unirender.jobs.demo import DEMOS, contact_sheet_for
 
-    if args.mlagents:
-        spec = mlagents_demo_spec(args.out, size=min(args.size, 128))
-    else:
-        spec = demo_spec(args.out, size=args.size, transport=args.transport)
-    rc = _run(spec, args)
+    demo = DEMOS["mlagents" if args.mlagents else "ai2thor"]
+    rc = _run(demo.spec(args.out, args.size, args.transport), args)
     if rc == 0:
-        frame = None if args.mlagents else DEMO_SHEET_FRAME
-        print(f"contact sheet: {contact_sheet_for(args.out, frame=frame)}")
+        print(f"contact sheet: {contact_sheet_for(args.out, frame=demo.sheet_frame)}")
     return rc

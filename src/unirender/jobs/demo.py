@@ -4,6 +4,8 @@ third-party camera, written as a dataset plus ``contact_sheet.png`` (one frame i
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,7 @@ from unirender.jobs.contact_sheet import write_contact_sheet
 from unirender.jobs.dataset import load_dataset
 from unirender.jobs.episodes import modality_of
 from unirender.jobs.state import CONTACT_SHEET
+from unirender.simulator import AI2THOR, MLAGENTS
 from unirender.spec import MODALITIES
 
 DEMO_SCENE = "FloorPlan1_physics"
@@ -60,6 +63,22 @@ def mlagents_demo_spec(out: str | os.PathLike, *, size: int = 96) -> dict[str, A
         "output": {"directory": os.fspath(out), "format": "png", "frames_per_shard": 16},
         "workers": 1,
     }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Demo:
+    """One family's demo: ``spec(out, size, transport)`` and the frame its contact sheet shows (None: the
+    middle one)."""
+
+    spec: Callable[[str | os.PathLike, int, str], dict[str, Any]]
+    sheet_frame: int | None
+
+
+# family -> its demo (``unirender demo``, ``unirender demo --mlagents``)
+DEMOS: dict[str, Demo] = {
+    AI2THOR: Demo(lambda out, size, transport: demo_spec(out, size=size, transport=transport), DEMO_SHEET_FRAME),
+    MLAGENTS: Demo(lambda out, size, transport: mlagents_demo_spec(out, size=min(size, 128)), None),
+}
 
 
 def contact_sheet_for(directory: str | os.PathLike, frame: int | None = None) -> Path:
