@@ -116,7 +116,9 @@ def test_a_job_whose_game_renders_flat_cameras_fails_fast(mlagents_case, tmp_pat
     assert (frame == frame[0, 0]).all()  # what was asked for: the flat frames, kept
 
 
-def test_a_job_killed_after_its_first_chunk_resumes_into_the_same_dataset(family_case, tmp_path, tmp_path_factory):
+def test_a_job_killed_after_its_first_chunk_resumes_into_the_same_dataset(
+    family_case, tmp_path, tmp_path_factory
+):
     """``unirender render --backend local`` SIGKILLed (with its players) after its first committed chunk, then
     run again: it keeps what was committed, renders the rest, and the dataset equals an uninterrupted run's."""
     chunk = 8  # long enough chunks that the job is still running when its first commit is seen

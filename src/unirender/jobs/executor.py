@@ -104,7 +104,8 @@ class Executor:
     def run(self, workers: int) -> None:
         """Run every task on ``workers`` threads; raises JobInterrupted on Ctrl-C, JobError on a failure."""
         threads = [
-            threading.Thread(target=self._worker, args=(w,), name=f"unirender-render-{w}") for w in range(workers)
+            threading.Thread(target=self._worker, args=(w,), name=f"unirender-render-{w}")
+            for w in range(workers)
         ]
         self._running = workers
         self.player_stats[:] = [{"worker": w, "frames": 0} for w in range(workers)]
@@ -149,7 +150,9 @@ class Executor:
             advice = "run the same job again to resume"
         with self._lock:
             if self.failure is exc:
-                self.failure_report += f"\n  {kept:,} frames are kept in {self.root} ({left} units left); {advice}."
+                self.failure_report += (
+                    f"\n  {kept:,} frames are kept in {self.root} ({left} units left); {advice}."
+                )
         self._stop.set()
 
     def _worker(self, wid: int) -> None:
@@ -254,7 +257,9 @@ class Executor:
                 written += 1
                 self.player_stats[wid]["frames"] += 1
                 ledger.advance(1)
-                self.reporter.worker(wid, f"{unit.id}: frame {index + 1}/{ledger.unit_totals.get(unit.id, '?')}")
+                self.reporter.worker(
+                    wid, f"{unit.id}: frame {index + 1}/{ledger.unit_totals.get(unit.id, '?')}"
+                )
                 if self.stopping():
                     raise Cancelled
             t0 = time.perf_counter()

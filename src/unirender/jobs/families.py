@@ -36,7 +36,9 @@ class Seat(Protocol):
 class JobFamily(Protocol):
     name: str
     manifest_protocol: str | None  # manifest.json's "protocol" (None: no such key, as AI2-THOR datasets have)
-    frame_parts: Callable[[Any, Any], tuple[dict, dict]] | None  # the writer's select (None: the render section's)
+    frame_parts: (
+        Callable[[Any, Any], tuple[dict, dict]] | None
+    )  # the writer's select (None: the render section's)
     allow_flat_cameras_key: str  # the spec key that lets a job go on with a flat first frame
 
     def units(self, spec: Any) -> list[Any]: ...
@@ -63,7 +65,9 @@ def job_family(family: str) -> JobFamily:
     try:
         target = JOB_FAMILIES[family]
     except KeyError:
-        raise ValueError(f"no jobs adapter for protocol {family!r}; known: {', '.join(JOB_FAMILIES)}") from None
+        raise ValueError(
+            f"no jobs adapter for protocol {family!r}; known: {', '.join(JOB_FAMILIES)}"
+        ) from None
     module_name, _, name = target.partition(":")
     with _import_lock:
         module = import_module(module_name)

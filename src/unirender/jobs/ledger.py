@@ -79,7 +79,9 @@ class Ledger:
                 runs.append((unit, 0, None))
             unit_dir = self.root / FRAMES_DIR / unit.id
             if (total is None or missing) and unit_dir.is_dir():
-                open_dirs += [d for d in unit_dir.iterdir() if not d.name.isdigit() or int(d.name) not in done]
+                open_dirs += [
+                    d for d in unit_dir.iterdir() if not d.name.isdigit() or int(d.name) not in done
+                ]
         self.state.sweep(open_dirs)
         pending = {u.id for u, _, _ in runs}
         self.units_done = len(self.units) - len(pending)
