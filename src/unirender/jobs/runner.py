@@ -24,10 +24,10 @@ from unirender.jobs.executor import Executor, JobInterrupted
 from unirender.jobs.families import job_family
 from unirender.jobs.ledger import Ledger
 from unirender.jobs.manifest import build_manifest, write_annotations, write_manifest
-from unirender.jobs.plan import auto_workers, resolve_platform
+from unirender.jobs.plan import resolve_platform
 from unirender.jobs.progress import Reporter
 from unirender.jobs.state import MANIFEST, JobError, JobState
-from unirender.jobs.tasks import TaskPlanner, capacity
+from unirender.jobs.tasks import TaskPlanner, worker_count
 
 __all__ = ["JobError", "JobInterrupted", "JobResult", "JobRunner", "render"]
 
@@ -181,11 +181,7 @@ class JobRunner:
                 result.platform = resolution.platform.name
                 result.device = getattr(resolution.device, "name", None)
                 player_info.update(platform=result.platform, device=result.device, software=software)
-            room = capacity(runs)
-            requested = self.requested_workers
-            n = auto_workers(room, software) if requested in (None, "auto") else int(requested)
-            n = max(1, min(n, room))
-            result.workers = n
+            n = result.workers = worker_count(runs, self.requested_workers, software)
             planner = TaskPlanner(self.spec.output.frames_per_shard, n)
             planner.plan(runs, ledger.unit_total)
             executor = Executor(

@@ -19,6 +19,7 @@ from typing import Any
 
 # (unit, first pending chunk, end chunk or None: the unit's size is not known yet)
 Run = tuple[Any, int, int | None]
+MAX_AUTO_WORKERS = 8
 
 
 @dataclass
@@ -41,6 +42,21 @@ def capacity(runs: list[Run]) -> int:
         else:
             total += 1 if unit.sequential else hi - lo
     return total
+
+
+def auto_workers(capacity: int, software: bool) -> int:
+    """As many players as the machine sensibly runs: a software rasteriser wants about two cores each."""
+    cpus = os.cpu_count() or 1
+    per_machine = max(1, cpus // 2) if software else max(1, min(cpus // 2, 4))
+    return max(1, min(capacity, per_machine, MAX_AUTO_WORKERS))
+
+
+def worker_count(runs: list[Run], requested: int | str | None, software: bool) -> int:
+    """The players for ``runs``: ``requested`` (an int, or ``auto``/None: :func:`auto_workers`), never more
+    than the work can keep busy."""
+    room = max(1, capacity(runs))
+    n = auto_workers(room, software) if requested in (None, "auto") else int(requested)
+    return max(1, min(n, room))
 
 
 class TaskPlanner:
