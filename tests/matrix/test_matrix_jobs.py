@@ -1,6 +1,6 @@
 """Dataset jobs on every family and backend: a small job split over two workers gives the dataset a plain run in
 this process gives, a job whose game renders flat cameras fails fast, and a job SIGKILLed after its first
-committed chunk resumes (``unirender render`` run again) into the same dataset.
+committed chunk resumes (``unirender render`` run again) into the same dataset, on both backends.
 
 Frames are tiny (48x40) and every job has two chunks per unit. Records are compared without the AI2-THOR
 player's wall clock (``currentTime``), the only key that differs between two runs.
@@ -117,21 +117,33 @@ def test_a_job_whose_game_renders_flat_cameras_fails_fast(mlagents_case, tmp_pat
 
 
 def test_a_job_killed_after_its_first_chunk_resumes_into_the_same_dataset(
-    family_case, tmp_path, tmp_path_factory
+    case, tmp_path, tmp_path_factory, request
 ):
-    """``unirender render --backend local`` SIGKILLed (with its players) after its first committed chunk, then
-    run again: it keeps what was committed, renders the rest, and the dataset equals an uninterrupted run's."""
+    """``unirender render --backend local|ray`` SIGKILLed (with its players; a Ray driver's actors go with it)
+    after its first committed chunk, then run again: it keeps what was committed, renders the rest, and the
+    dataset equals an uninterrupted run's."""
     chunk = 8  # long enough chunks that the job is still running when its first commit is seen
-    job = small_job(family_case, tmp_path / "killed", chunk=chunk, frames=2 * chunk, workers=1)
-    if family_case.family == "mlagents":
+    job = small_job(case, tmp_path / "killed", chunk=chunk, frames=2 * chunk, workers=1)
+    if case.family == "mlagents":
         job["environment"]["time_scale"] = 1  # the game paces its 0.02 s steps in real time
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(job))
     scratch = tmp_path / "tmp"
     scratch.mkdir()  # a SIGKILLed job leaves its FIFO dir: keep it in tmp_path
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TMPDIR": str(scratch)}
-    proc = subprocess.Popen([sys.executable, "-m", "unirender.cli", "render", str(path), "--backend", "local",
-                             "--quiet"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    command = [
+        sys.executable,
+        "-m",
+        "unirender.cli",
+        "render",
+        str(path),
+        "--quiet",
+        "--backend",
+        case.backend_kind,
+    ]
+    if case.backend_kind == "ray":  # the matrix's Ray node: the job's actors die with their driver
+        command += ["--ray-address", request.getfixturevalue("ray_node").address]
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)  # fmt: skip
     log = tmp_path / "killed" / ".unirender-job" / "commits.log"
     try:
@@ -148,7 +160,7 @@ def test_a_job_killed_after_its_first_chunk_resumes_into_the_same_dataset(
     assert 1 <= committed < 4
     assert not (tmp_path / "killed" / "manifest.json").exists()
 
-    resumed = render(path, backend=family_case.backend())
+    resumed = render(path, backend=case.backend())
     assert resumed.frames == 4 * chunk
     assert resumed.frames_written <= 4 * chunk - committed * chunk
     assert_same_dataset(tmp_path / "killed", reference(job, tmp_path_factory))
