@@ -164,3 +164,31 @@ def test_a_job_killed_after_its_first_chunk_resumes_into_the_same_dataset(
     assert resumed.frames == 4 * chunk
     assert resumed.frames_written <= 4 * chunk - committed * chunk
     assert_same_dataset(tmp_path / "killed", reference(job, tmp_path_factory))
+
+
+def test_the_service_runs_an_mlagents_job_on_its_backend(mlagents_case, tmp_path):
+    """``POST /v1/jobs`` with an ML-Agents job on a service whose sessions live on the local or the Ray backend:
+    the job's games are that backend's sessions."""
+    from werkzeug.test import Client
+
+    from unirender.service import create_app
+    from unirender.service.config import ServiceConfig
+
+    app = create_app(ServiceConfig(tokens={}, data_root=tmp_path), backend=mlagents_case.backend())
+    try:
+        client = Client(app)
+        job = small_job(mlagents_case, Path("ml"))
+        resp = client.post("/v1/jobs", json=job)
+        assert resp.status_code == 202, resp.get_data(as_text=True)
+        url = resp.headers["Location"]
+        deadline = time.monotonic() + 120
+        while (state := client.get(url).json)["state"] in (
+            "queued",
+            "running",
+        ) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert state["state"] == "succeeded", state
+        manifest = client.get(f"{url}/manifest").json
+        assert manifest["protocol"] == "mlagents" and manifest["counts"]["frames"] == 4 * CHUNK
+    finally:
+        app.shutdown(timeout=10)
