@@ -70,9 +70,6 @@ class Platform:
         a = self.assess(request)
         return [] if a.usable else (a.reasons or [f"{self.name} is not usable"])
 
-    def is_valid(self, request: PlatformRequest) -> bool:
-        return not self.validate(request)
-
     def dependency_instructions(self, request: PlatformRequest) -> str:
         return apt_line(self.packages) if self.packages else ""
 
@@ -81,9 +78,6 @@ class Platform:
         if not a.usable:
             raise PlatformError(f"{self.name} is not usable: " + "; ".join(a.reasons))
         return dict(a.env)
-
-    def launch_args(self, request: PlatformRequest) -> list[str]:
-        return list(self.assess(request).args)
 
     def executable_path(self, base_dir: str | os.PathLike, name: str) -> Path:
         """protocol.md 6.1: ``<base_dir>/<name>`` for Linux builds."""
