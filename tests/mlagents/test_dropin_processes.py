@@ -118,7 +118,7 @@ def fake_build(directory: Path, name: str, body: str) -> Path:
 
 
 def test_timeout_wait_says_what_the_log_says(tmp_path):
-    build = fake_build(tmp_path, "Silent.x86_64", "echo 'Mono path[0] = ...'\necho 'shader compilation stuck'\nsleep 60\n")
+    fake_build(tmp_path, "Silent.x86_64", "echo 'Mono path[0] = ...'\necho 'shader compilation stuck'\nsleep 60\n")
     started = time.monotonic()
     with pytest.raises(UnityTimeOutException) as caught:
         UnityEnvironment(file_name=str(tmp_path / "Silent"), timeout_wait=2)  # found without its extension

@@ -18,7 +18,10 @@ from unirender.mlagents import (
     UnitySideChannelException,
 )
 from unirender.mlagents.side_channel import IncomingMessage, OutgoingMessage, SideChannel
-from unirender.mlagents.side_channel.engine_configuration_channel import EngineConfig, EngineConfigurationChannel
+from unirender.mlagents.side_channel.engine_configuration_channel import (
+    EngineConfig,
+    EngineConfigurationChannel,
+)
 from unirender.mlagents.side_channel.environment_parameters_channel import EnvironmentParametersChannel
 from unirender.mlagents.side_channel.float_properties_channel import FloatPropertiesChannel
 from unirender.mlagents.side_channel.side_channel_manager import SideChannelManager
@@ -32,8 +35,8 @@ MAX_STEP = 6
 class StringLogChannel(SideChannel):
     """The custom channel of ml-agents' docs/Custom-SideChannels.md (strings both ways)."""
 
-    def __init__(self, channel_id=uuid.UUID("621f0a70-4f87-11ea-a6bf-784f4387d1f7")) -> None:
-        super().__init__(channel_id)
+    def __init__(self) -> None:
+        super().__init__(uuid.UUID("621f0a70-4f87-11ea-a6bf-784f4387d1f7"))
         self.received: list[str] = []
 
     def on_message_received(self, msg: IncomingMessage) -> None:
@@ -85,7 +88,7 @@ def test_engine_configuration_and_environment_parameters_reach_the_game(monkeypa
         env.reset()
         decision = env.get_steps(BEHAVIOR)[0]
         with pytest.raises(UnityObservationException, match=r"not \(40, 64, 3\)"):
-            decision.obs
+            _ = decision.obs
         assert len(decision) == 2 and decision.reward.shape == (2,)
         engine.set_configuration_parameters(width=64, height=40)
         for _ in range(MAX_STEP):

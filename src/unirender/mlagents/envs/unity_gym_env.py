@@ -5,7 +5,8 @@ As mlagents-envs': one behavior with one agent; observations are the first visua
 vector sensors), or with ``allow_multiple_obs=True`` a tuple of every visual sensor then the vector; a terminal
 step ends the episode (call ``reset()``). Differences: ``reset(seed=, options=)`` returns ``(obs, info)`` and
 ``step`` returns ``(obs, reward, terminated, truncated, info)`` (``truncated`` when the game interrupted the agent
-at ``max_step``); ``uint8_visual`` images are the game's exact pixels (not ``255 * obs`` truncated); behaviors with
+at ``max_step``); ``spec.nondeterministic`` is True (a seeded ``reset()`` seeds the action space, not the game,
+whose seed is the ``UnityEnvironment``'s); ``uint8_visual`` images are the game's exact pixels (not ``255 * obs`` truncated); behaviors with
 both continuous and discrete actions get a ``Tuple(Box, Discrete | MultiDiscrete)`` action space (mlagents-envs
 refuses them).
 """
@@ -19,6 +20,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 from gymnasium import error, spaces
+from gymnasium.envs.registration import EnvSpec
 
 from unirender.mlagents.base_env import ActionTuple, BaseEnv, DecisionSteps, TerminalSteps
 
@@ -46,6 +48,9 @@ class UnityToGymWrapper(gymnasium.Env):
         action space."""
         self._env = unity_env
         self.render_mode = "rgb_array"
+        # The game's seed is the UnityEnvironment's, fixed when it launched: a seeded reset() of the wrapper
+        # cannot replay an episode, and Gymnasium's checkers are told so.
+        self.spec = EnvSpec("unirender/UnityToGym-v0", nondeterministic=True)
         if not self._env.behavior_specs:
             self._env.step()
         self.visual_obs = None
