@@ -70,7 +70,7 @@ def test_engine_configuration_and_environment_parameters_reach_the_game(monkeypa
     try:
         engine.set_configuration_parameters(width=64, height=40, time_scale=100.0)
         env.reset()
-        assert env.behavior_specs[BEHAVIOR].observation_specs[0].shape == (40, 64, 3)
+        assert env.behavior_specs[BEHAVIOR].observation_specs[0].shape in {(40, 64, 3), (3, 40, 64)}  # HWC or CHW
         bright = env.get_steps(BEHAVIOR)[0].obs[0].mean()
         parameters.set_float_parameter("light_intensity", 0.2)  # sent with the next step, read at reset
         env.step()

@@ -17,6 +17,7 @@ from unirender.mlagents.side_channel.engine_configuration_channel import EngineC
 from unirender.mlagents.side_channel.stats_side_channel import StatsSideChannel
 
 MAX_STEP = 8
+CAMERA = {(24, 32, 3), (3, 24, 32)}  # as declared: HWC (com.unity.ml-agents 2.x) or CHW (3.x and later)
 
 
 def unity_env(monkeypatch, agents: int, **kwargs) -> UnityEnvironment:
@@ -27,15 +28,17 @@ def unity_env(monkeypatch, agents: int, **kwargs) -> UnityEnvironment:
     return UnityEnvironment(file_name="builtin", side_channels=[engine, StatsSideChannel()], timeout_wait=60, **kwargs)
 
 
-@pytest.mark.parametrize("uint8_visual", [False, True])
-def test_gym_wrapper_passes_check_env(monkeypatch, uint8_visual):
+@pytest.mark.parametrize(("uint8_visual", "package"), [(False, "2.2.1-exp.1"), (True, "2.2.1-exp.1"), (True, "3.0.0")])
+def test_gym_wrapper_passes_check_env(monkeypatch, uint8_visual, package):
+    monkeypatch.setenv("UNIRENDER_MLAGENTS_PACKAGE_VERSION", package)  # the camera layout the game writes
     env = UnityToGymWrapper(unity_env(monkeypatch, 1), uint8_visual=uint8_visual, allow_multiple_obs=True,
                             action_space_seed=0)  # fmt: skip
     try:
         check_env(env, skip_render_check=True, skip_close_check=True)  # close: below (no registry entry to make another)
         assert isinstance(env.action_space, gymnasium.spaces.Tuple)  # hybrid: (Box(2), Discrete(3))
         image_space, vector_space = env.observation_space.spaces
-        assert image_space.shape == (24, 32, 3) and vector_space.shape == (8,)
+        assert image_space.shape == ((24, 32, 3) if package.startswith("2.") else (3, 24, 32))
+        assert vector_space.shape == (8,)
         assert image_space.dtype == (np.uint8 if uint8_visual else np.float32)
         obs, info = env.reset(seed=1)
         rewards, steps = [], 0
@@ -47,7 +50,8 @@ def test_gym_wrapper_passes_check_env(monkeypatch, uint8_visual):
             assert steps <= MAX_STEP
         assert truncated == bool(info["step"].interrupted[0]) and terminated != truncated
         if uint8_visual:  # the game's exact pixels, not 255 * obs truncated
-            np.testing.assert_array_equal(obs[0], info["step"].frames["CameraSensor"][0])
+            frame = info["step"].frames["CameraSensor"][0]  # HWC
+            np.testing.assert_array_equal(obs[0], frame if package.startswith("2.") else frame.transpose(2, 0, 1))
         assert env.render() is obs[0]
         with pytest.raises(UnityGymException, match="already returned done = True"):
             env.step(env.action_space.sample())
@@ -58,9 +62,9 @@ def test_gym_wrapper_passes_check_env(monkeypatch, uint8_visual):
 def test_gym_wrapper_single_observation_and_agent_checks(monkeypatch):
     env = UnityToGymWrapper(unity_env(monkeypatch, 1))
     try:
-        assert env.observation_space.shape == (24, 32, 3)  # the first visual observation only
+        assert env.observation_space.shape in CAMERA  # the first visual observation only
         obs, _ = env.reset()
-        assert obs.shape == (24, 32, 3) and obs.dtype == np.float32
+        assert obs.shape == env.observation_space.shape and obs.dtype == np.float32
     finally:
         env.close()
     with pytest.raises(UnityGymException, match="only be one Agent in the environment but 2 were detected"):
@@ -75,7 +79,7 @@ def test_parallel_env_passes_parallel_api_test(monkeypatch):
         assert env.agents == ["ReachTarget?team=0?agent_id=0", "ReachTarget?team=0?agent_id=1"]
         first = observations[env.agents[0]]
         image, vector = first["observation"]
-        assert image.shape == (24, 32, 3) and vector.shape == (8,)
+        assert image.shape in CAMERA and vector.shape == (8,)
         assert first["action_mask"][0] is None and first["action_mask"][1].dtype == np.int8
         assert infos[env.agents[0]]["behavior_name"] == "ReachTarget?team=0"
         done = set()
