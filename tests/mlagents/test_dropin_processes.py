@@ -173,3 +173,9 @@ def test_a_build_given_by_path_is_launched_like_unity(tmp_path, monkeypatch):
         assert "-nographics" in Path(env.log_path).read_text() and "-custom-flag on" in Path(env.log_path).read_text()
     finally:
         env.close()
+
+
+def test_a_build_that_is_not_executable(tmp_path):
+    (tmp_path / "Game.x86_64").write_text("#!/bin/sh\n")
+    with pytest.raises(UnityEnvironmentException, match='make sure permissions are set correctly. For example "chmod'):
+        UnityEnvironment(file_name=str(tmp_path / "Game"))

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from unirender.errors import PlayerCrashedError, PlayerError, PlayerTimeoutError
+from unirender.errors import PlayerCrashedError, PlayerError, PlayerTimeoutError, UnirenderError
 from unirender.mlagents.base_env import (
     ActionTuple,
     AgentId,
@@ -38,6 +38,7 @@ from unirender.mlagents.exception import (
     UnityCommunicationException,
     UnityCommunicatorStoppedException,
     UnityEnvironmentException,
+    UnityException,
     UnityObservationException,
     UnityTimeOutException,
     UnityWorkerInUseException,
@@ -156,6 +157,11 @@ class UnityEnvironment(BaseEnv):
             if executable is None:
                 raise UnityEnvironmentException(
                     f"Couldn't launch the {file_name} environment. Provided filename does not match any environments."
+                )
+            if executable != BUILTIN and not os.access(executable, os.X_OK):
+                raise UnityEnvironmentException(
+                    "Error when trying to launch environment - make sure permissions are set correctly. "
+                    f'For example "chmod -R 755 {executable}"'
                 )
             port = None if base_port is None else base_port + worker_id
         if port is not None:
@@ -343,6 +349,8 @@ class UnityEnvironment(BaseEnv):
         if isinstance(exc, ProtocolError):
             return UnityCommunicationException(str(exc))
         if isinstance(exc, PlayerError):
+            return UnityEnvironmentException(str(exc))
+        if isinstance(exc, UnirenderError) and not isinstance(exc, UnityException):  # e.g. no platform can run it
             return UnityEnvironmentException(str(exc))
         if isinstance(exc, ValueError):  # an action the core refused (NaN, a discrete value out of range)
             return UnityActionException(str(exc))
