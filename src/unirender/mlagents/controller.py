@@ -64,6 +64,7 @@ class MLAgentsController(RestartWindow):
         args: tuple[str, ...] | list[str] = (),
         env: Mapping[str, str] | None = None,
         log_dir: str | os.PathLike | None = None,
+        num_areas: int = 1,
     ):
         from unirender.controller import new_log_path
         from unirender.protocol.mlagents.side_channels import Sampler
@@ -91,6 +92,9 @@ class MLAgentsController(RestartWindow):
         self.timeout, self.start_timeout, self.max_restarts = timeout, start_timeout, max_restarts
         self.max_message_bytes = int(max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES)
         self.seed, self.no_graphics = int(seed), bool(no_graphics)
+        if isinstance(num_areas, bool) or not isinstance(num_areas, int) or num_areas < 1:
+            raise ValueError(f"num_areas must be a positive int, got {num_areas!r}")
+        self.num_areas = num_areas  # the handshake's: a game with a TrainingAreaReplicator builds that many areas
         self.extra_args, self.extra_env = [str(a) for a in args], dict(env or {})
         self.protocol = None
         self.server = None
@@ -239,7 +243,7 @@ class MLAgentsController(RestartWindow):
         from unirender.protocol.mlagents.trainer import TrainerProtocol
         from unirender.transport.grpc import ExchangeServer
 
-        self.protocol = TrainerProtocol(seed=self.seed, layout=self.layout)
+        self.protocol = TrainerProtocol(seed=self.seed, num_areas=self.num_areas, layout=self.layout)
         self.server = ExchangeServer(port=self.port_choice, max_message_bytes=self.max_message_bytes)
         port = self.server.start()
         if not self.editor:
