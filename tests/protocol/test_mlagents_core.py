@@ -128,6 +128,17 @@ def test_a_sensors_layout_comes_from_its_dimension_properties_then_the_package(p
     np.testing.assert_array_equal(d.decision_steps[BEHAVIOR].frames["CameraSensor"][0], rgb)
 
 
+def test_generation_layouts():
+    from unirender.protocol.mlagents.versions import dimension_layout, trainer_layout, unity_package_layout
+
+    assert [unity_package_layout(v) for v in ("2.2.1-exp.1", "2.3.0-exp.3", "3.0.0", "4.0.0", "")] == [
+        "HWC", "HWC", "CHW", "CHW", "HWC"]  # fmt: skip
+    assert [trainer_layout(v) for v in ("0.28.0", "0.30.0", "1.0.0", "1.1.0", "1.2.0.dev0", "", "custom")] == [
+        "HWC", "HWC", "CHW", "CHW", "CHW", None, None]  # fmt: skip
+    assert [dimension_layout(d) for d in ([2, 2, 1], [1, 2, 2], [], [0, 0, 0], [4, 1], [2, 1, 2])] == [
+        "HWC", "CHW", None, None, None, None]  # fmt: skip
+
+
 @pytest.mark.parametrize("theirs", ["2.0.0", "0.15.0", "API-15"])
 def test_version_mismatch_names_both_versions(theirs):
     p = TrainerProtocol()
