@@ -66,3 +66,16 @@ def test_the_player_follows_the_trainers_generation_unless_a_package_is_forced(f
     player = MLAgentsPlayer(parse_mlagents_launch(["--mlagents-port", "5005", "-nographics"], env))
     player._settle_layout(trainer)
     assert (player.chw, player.behaves_as) == (chw, behaves_as)
+
+
+def test_a_trainer_without_hybrid_actions_is_refused_as_unity_refuses_it():
+    from unirender.player.mlagents.client import MLAgentsPlayer, TrainerUnsupported
+    from unirender.player.mlagents.launch import parse_mlagents_launch
+    from unirender.protocol.mlagents import communicator_objects_pb2 as pb
+
+    player = MLAgentsPlayer(parse_mlagents_launch(["--mlagents-port", "5005", "-nographics"], {}))
+    player.pb = pb
+    player._describe(pb.UnityMessageProto())  # a current trainer: described
+    player.brain_sent, player.trainer_hybrid_actions = False, False
+    with pytest.raises(TrainerUnsupported, match="hybrid actions"):
+        player._describe(pb.UnityMessageProto())

@@ -38,6 +38,10 @@ class TrainerGone(Exception):
     """The trainer closed the communicator or vanished: the player quits."""
 
 
+class TrainerUnsupported(Exception):
+    """The trainer lacks a capability the game needs (Unity throws a UnityAgentsException): the player fails."""
+
+
 class MLAgentsPlayer:
     def __init__(self, config: MLAgentsLaunch):
         self.config = config
@@ -49,6 +53,7 @@ class MLAgentsPlayer:
         self.samplers: dict[str, tuple] = {}  # key -> (Sampler, rng)
         self.renderer = None
         self.brain_sent = False
+        self.trainer_hybrid_actions = True  # the trainer's hybridActions capability (the handshake)
         self.order: list[int] = []  # agent ids of the non-done infos of our last output, in order
         self.pending_stats: list = []
         self._channel = None
@@ -80,6 +85,7 @@ class MLAgentsPlayer:
             self._check_ok(reply)
             trainer = reply.unity_input.rl_initialization_input
             self.game.seed(trainer.seed)
+            self.trainer_hybrid_actions = trainer.capabilities.hybridActions
             self._settle_layout(trainer.package_version)
             log.info("connected to trainer: communication %s, package %s, seed %d; camera layout %s (%s)",
                      trainer.communication_version, trainer.package_version, trainer.seed,
@@ -101,6 +107,9 @@ class MLAgentsPlayer:
         except TrainerGone as why:
             log.info("%s; quitting", why)
             return 0
+        except TrainerUnsupported as why:
+            log.error("%s; quitting", why)
+            return 1
         finally:
             self.close()
 
@@ -253,6 +262,9 @@ class MLAgentsPlayer:
         return message
 
     def _describe(self, message) -> None:
+        if not self.trainer_hybrid_actions:  # as com.unity.ml-agents' ActionSpec.CheckAllContinuousOrDiscrete
+            raise TrainerUnsupported("the trainer does not support hybrid actions (capability hybridActions), "
+                                     f"and {G.BEHAVIOR} has continuous and discrete actions")  # fmt: skip
         brain = message.unity_output.rl_initialization_output.brain_parameters.add()
         brain.brain_name, brain.is_training = G.BEHAVIOR, True
         brain.action_spec.num_continuous_actions = 2
