@@ -102,6 +102,8 @@ def test_controller_against_each_package_line(line, compression, tmp_path):
             assert by_name["BufferSensor"].dimension_property == (4, 1) and by_name["BufferSensor"].layout is None
             assert by_name["GoalSensor"].observation_type == 1 and by_name["CameraRGB"].observation_type == 0
             assert (spec.action_spec.continuous_size, spec.action_spec.discrete_branches) == (1, (2, 3))
+            described = {o.key: o.shape for o in c.describe().observations if o.kind == "image"}  # as frames() gives
+            assert described == {f"{COLLECTOR}/{name}": hwc for name, hwc in VISUAL.items()}
 
             decision, terminal = event.steps()
             assert decision.agent_id.tolist() == [0, 1, 2, 3] and len(terminal) == 0  # 2 areas x 2 agents
