@@ -5,11 +5,7 @@ a behavior appearing mid-run, and the stats / echo side channels. Frames come ou
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +14,6 @@ from fixtures import mlagents_game as game
 from unirender.mlagents import MLAgentsController
 from unirender.protocol.mlagents.side_channels import StatsAggregation
 
-SRC = str(Path(__file__).resolve().parents[2] / "src")
 COLLECTOR, SCOUT = game.COLLECTOR, game.SCOUT
 H, W = game.CAMERA_H, game.CAMERA_W
 VISUAL = {"CameraGray": (H, W, 1), "CameraRGB": (H, W, 3), "GridSensor": (game.GRID_H, game.GRID_W, 5),
@@ -30,16 +25,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def start_game(tmp_path, line: str, compression: str, port: int) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": SRC, "STAND_IN_LINE": line, "STAND_IN_COMPRESSION": compression}
-    log = open(tmp_path / "stand-in.log", "wb")
-    try:
-        return subprocess.Popen([sys.executable, game.__file__, "--mlagents-port", str(port)], env=env,
-                                stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
-    finally:
-        log.close()  # the child holds its own copy
 
 
 def expected_frames(agent_id: int, step: int, history: dict) -> dict[str, np.ndarray]:
@@ -83,7 +68,7 @@ def check_collector_frames(decision, histories: dict) -> None:
 def test_controller_against_each_package_line(line, compression, tmp_path):
     package, layout = game.LINES[line]
     port = free_port()
-    process = start_game(tmp_path, line, compression, port)
+    process = game.start(port, line, tmp_path / "stand-in.log", compression)
     try:
         with MLAgentsController(None, port=port, num_areas=2, seed=11, time_scale=5.0, start_timeout=60, timeout=15,
                                 environment_parameters={"reward_scale": 2.0}) as c:  # fmt: skip
