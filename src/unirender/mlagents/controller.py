@@ -92,7 +92,9 @@ class MLAgentsController(RestartWindow):
         self.timeout, self.start_timeout, self.max_restarts = timeout, start_timeout, max_restarts
         self.max_message_bytes = int(max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES)
         self.seed, self.no_graphics = int(seed), bool(no_graphics)
-        self.num_areas = int(num_areas)  # the handshake's num_areas (training areas the game may replicate)
+        if isinstance(num_areas, bool) or not isinstance(num_areas, int) or num_areas < 1:
+            raise ValueError(f"num_areas must be a positive int, got {num_areas!r}")
+        self.num_areas = num_areas  # the handshake's: a game with a TrainingAreaReplicator builds that many areas
         self.extra_args, self.extra_env = [str(a) for a in args], dict(env or {})
         self.protocol = None
         self.server = None
@@ -164,7 +166,7 @@ class MLAgentsController(RestartWindow):
             for obs in spec.observation_specs:
                 key = f"{name}/{obs.name}"
                 if obs.is_visual:
-                    observations.append(ObservationDescription(key, "image", O.hwc_shape(obs.shape, layout),
+                    observations.append(ObservationDescription(key, "image", O.hwc_shape(obs.shape, obs.layout or layout),
                                                                "uint8", camera=True, behavior=name))  # fmt: skip
                 else:
                     observations.append(ObservationDescription(key, "vector", tuple(obs.shape), "float32",
@@ -241,7 +243,7 @@ class MLAgentsController(RestartWindow):
         from unirender.protocol.mlagents.trainer import TrainerProtocol
         from unirender.transport.grpc import ExchangeServer
 
-        self.protocol = TrainerProtocol(seed=self.seed, layout=self.layout, num_areas=self.num_areas)
+        self.protocol = TrainerProtocol(seed=self.seed, num_areas=self.num_areas, layout=self.layout)
         self.server = ExchangeServer(port=self.port_choice, max_message_bytes=self.max_message_bytes)
         port = self.server.start()
         if not self.editor:
