@@ -16,6 +16,7 @@ import os
 import socket
 import sys
 import types
+import warnings
 import weakref
 from collections.abc import Mapping
 
@@ -172,7 +173,7 @@ class UnityEnvironment(BaseEnv):
             self._controller = _DropInController(
                 executable, port=port, seed=seed, no_graphics=self._no_graphics, timeout=timeout_wait,
                 start_timeout=timeout_wait, max_restarts=0, args=self._additional_args, log_dir=log_folder,
-                num_areas=num_areas,
+                num_areas=num_areas, allow_blank_cameras=True,  # mlagents-envs allows it: warned below
             )  # fmt: skip
         except PlayerError as exc:
             if port is not None and "cannot listen" in str(exc):
@@ -198,9 +199,21 @@ class UnityEnvironment(BaseEnv):
             raise UnityEnvironmentException("No Unity environment is loaded.")
         self._queue_side_channels()
         self._update_state(self._call(self._controller.reset))
+        if self._is_first_message and self._no_graphics:
+            self._warn_blank_cameras()
         self._is_first_message = False
         self._env_actions.clear()
 
+    def _warn_blank_cameras(self) -> None:
+        """mlagents-envs runs a camera game with no_graphics (black images) silently; unirender says so once."""
+        cameras = [f"{name}/{obs.name}" for name, spec in self._env_specs.items()
+                   for obs in spec.observation_specs if len(obs.shape) == 3]  # fmt: skip
+        if cameras:
+            from unirender.simulator import FlatCameraWarning
+
+            warnings.warn(f"no_graphics=True with camera sensors ({', '.join(cameras)}): every camera observation "
+                          "is black; leave no_graphics off to train on them (unirender renders headless)",
+                          FlatCameraWarning, stacklevel=3)
     def step(self) -> None:
         if self._is_first_message:
             return self.reset()
