@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from unirender.errors import SpecError
 
@@ -32,8 +33,11 @@ def run(args: argparse.Namespace) -> int:
     except SpecError as exc:
         print(f"unirender serve: {exc}")
         return 2
+    from unirender.service.data_root import DataRootInUse
+    from unirender.service.store import StoreError
+
     try:
         return serve(config)
-    except SpecError as exc:  # e.g. backend_options the backend does not take
-        print(f"unirender serve: {exc}")
+    except (SpecError, DataRootInUse, StoreError) as exc:  # bad backend_options; the data root is taken or
+        print(f"unirender serve: {exc}", file=sys.stderr)  # its database unusable: nothing was started
         return 2

@@ -63,6 +63,10 @@ class ServiceConfig(BaseModel):
     )
     idle_timeout_s: float = Field(600.0, gt=0, description="sessions idle this long are stopped")
     reap_interval_s: float = Field(5.0, gt=0)
+    # Durable records (docs/service.md, "Restarts"): finished jobs and lost sessions stay listed this long.
+    job_retention_days: float = Field(30.0, gt=0, description="finished jobs stay listed this many days")
+    lost_session_retention_s: float = Field(24 * 3600.0, gt=0, description="sessions lost in a restart "
+                                            "stay listed (as lost, with the reason) this long")
     player_body_bytes: int = Field(512 * 2**20, description="largest POST /train body from a player")
     threads: int | None = Field(None, ge=2, description="WSGI threads; default 2 x total_players + 8")
     # Connection policy (docs/service.md, "Hardening"): idle connections that proved no token go quickly, so
