@@ -48,7 +48,6 @@ class ServiceSession:
         info = self.session.info()
         info.update(
             id=self.id,
-            state="live",
             auto_restart=self.auto_restart,
             idle_s=round(time.monotonic() - self.last_used, 3),
             environment=self.environment,
