@@ -351,12 +351,13 @@ class JobManager:
             with self._lock:
                 if self._stopping:
                     return
-                self._wake.wait(_SCHEDULE_POLL_S)
+                # Asleep while nothing waits; a queued job waits on slots that sessions free without telling.
+                self._wake.wait(_SCHEDULE_POLL_S if self._queue else 3600.0)
                 if self._stopping:
                     return
             try:
                 self._start_queued()
-                if time.monotonic() - last_expiry > 3600:
+                if time.monotonic() - last_expiry >= 3600:
                     last_expiry = time.monotonic()
                     self.expire()
             except Exception:
