@@ -29,7 +29,7 @@ from unirender.jobs.progress import Reporter
 from unirender.service.errors import ApiError, from_unirender_error
 from unirender.service.limits import PlayerSlots
 from unirender.service.metrics import ServiceMetrics
-from unirender.service.paths import resolve_output_dir
+from unirender.service.paths import owner_dir, resolve_output_dir
 from unirender.service.store import ServiceStore
 
 log = logging.getLogger(__name__)
@@ -68,9 +68,10 @@ def page_arguments(args) -> tuple[int, str | None]:
 class Job:
     id: str
     owner: str
-    spec_doc: dict  # the validated spec as JSON: what the database holds; ``spec`` is parsed from it once
+    spec_doc: dict | str  # the validated spec as JSON (text as read from the database, decoded on first use)
     output_dir: Path
     workers: int
+    name: str | None = None
     seq: int = 0
     state: str = QUEUED
     progress: dict = field(default_factory=dict)
@@ -91,13 +92,19 @@ class Job:
         if self._spec is None:
             from unirender.spec import load_spec
 
-            self._spec = load_spec(self.spec_doc)
+            self._spec = load_spec(self.spec_document)
         return self._spec
+
+    @property
+    def spec_document(self) -> dict:
+        if isinstance(self.spec_doc, str):
+            self.spec_doc = json.loads(self.spec_doc)
+        return self.spec_doc
 
     def describe(self) -> dict:
         return {
             "id": self.id,
-            "name": self.spec_doc.get("name"),
+            "name": self.name,
             "state": self.state,
             "progress": dict(self.progress),
             "errors": list(self.errors),
@@ -111,10 +118,11 @@ class Job:
 
     def row(self) -> dict:
         """Its database record (every column)."""
+        doc = self.spec_document
         return {
-            "id": self.id, "seq": self.seq, "owner": self.owner,
-            "kind": self.spec_doc.get("environment", {}).get("protocol") or "ai2thor",
-            "spec": self.spec_doc, "output": self.spec_doc.get("output", {}).get("directory", ""),
+            "id": self.id, "seq": self.seq, "owner": self.owner, "name": self.name,
+            "kind": doc.get("environment", {}).get("protocol") or "ai2thor",
+            "spec": doc, "output": doc.get("output", {}).get("directory", ""),
             "workers": self.workers, "state": self.state, "progress": self.progress, "errors": self.errors,
             "cancel_requested": int(self.cancel_requested), "created_at": self.created_at,
             "started_at": self.started_at, "finished_at": self.finished_at, "updated_at": time.time(),
@@ -194,7 +202,8 @@ class JobManager:
                 expired.append(row["id"])
                 continue
             job = Job(
-                id=row["id"], owner=row["owner"], spec_doc=row["spec"], output_dir=Path(), workers=row["workers"],
+                id=row["id"], owner=row["owner"], spec_doc=row["spec"], output_dir=Path(), name=row["name"],
+                workers=row["workers"],
                 seq=row["seq"], state=row["state"], progress=row["progress"] or {}, errors=row["errors"] or [],
                 created_at=row["created_at"], started_at=row["started_at"], finished_at=row["finished_at"],
                 manifest_path=Path(row["manifest"]) if row["manifest"] else None,
@@ -213,13 +222,18 @@ class JobManager:
 
     def _output_dir(self, owner: str, directory: str, job: Job) -> Path:
         """Recomputed from the spec and this service's data root (the volume may be mounted elsewhere now),
-        held to the same rules as at submission."""
+        held to the same rules as at submission for a job that will run. A finished one only names it (a
+        resubmission is checked again in ``submit``), so 10,000 of them load without 10,000 ``realpath``s."""
+        if self.data_root is None:
+            return Path(directory)
+        if job.state in FINAL:
+            return owner_dir(self.data_root, owner) / directory
         try:
-            return resolve_output_dir(self.data_root, owner, directory) if self.data_root else Path(directory)
+            return resolve_output_dir(self.data_root, owner, directory)
         except ApiError as exc:
-            if job.state not in FINAL:
-                job.state, job.finished_at = FAILED, time.time()
-                job.errors.append(exc.body()["error"])
+            job.state, job.finished_at = FAILED, time.time()
+            job.errors.append(exc.body()["error"])
+            self._save(job, "final")
             return Path(directory)
 
     def _take_up(self, job: Job, now: float) -> None:
@@ -240,6 +254,8 @@ class JobManager:
 
     # -- the API ------------------------------------------------------------------------------------------
     def submit(self, owner: str, spec, output_dir: Path, workers: int) -> Job:
+        if self.data_root is not None:  # whoever passed output_dir (a console's resubmission of a loaded job)
+            output_dir = resolve_output_dir(self.data_root, owner, spec.output.directory)
         with self._lock:
             if self._stopping:
                 raise ApiError(503, "shutting_down", "the service is shutting down", headers={"Retry-After": "5"})
@@ -252,7 +268,7 @@ class JobManager:
                 raise ApiError(409, "output_in_use", f"job {busy[0].id} is writing to output.directory "
                                f"{spec.output.directory!r}; choose another directory")
             job = Job(id="j" + uuid.uuid4().hex[:12], owner=owner, spec_doc=spec.model_dump(mode="json"),
-                      output_dir=output_dir, workers=workers, seq=self._next_seq, _spec=spec)
+                      output_dir=output_dir, name=spec.name, workers=workers, seq=self._next_seq, _spec=spec)
             self._next_seq += 1
             if self.store is not None:
                 self.store.insert_job(job.row())  # durable before the client hears of it

@@ -34,6 +34,7 @@ MIGRATIONS: tuple[str, ...] = (
         id TEXT PRIMARY KEY,
         seq INTEGER NOT NULL UNIQUE,          -- submission order: listing order and page cursor
         owner TEXT NOT NULL,
+        name TEXT,                            -- the spec's name (listed without decoding the spec)
         kind TEXT NOT NULL,                   -- which spec model: ai2thor | mlagents
         spec TEXT NOT NULL,                   -- the validated spec, as JSON
         output TEXT NOT NULL,                 -- output.directory, relative to the owner's folder
@@ -65,7 +66,7 @@ MIGRATIONS: tuple[str, ...] = (
 SCHEMA_VERSION = len(MIGRATIONS)
 
 JOB_COLUMNS = (
-    "id", "seq", "owner", "kind", "spec", "output", "workers", "state", "progress", "errors", "cancel_requested",
+    "id", "seq", "owner", "name", "kind", "spec", "output", "workers", "state", "progress", "errors", "cancel_requested",
     "created_at", "started_at", "finished_at", "updated_at", "manifest",
 )  # fmt: skip
 _JSON_COLUMNS = {"spec", "progress", "errors", "info"}
@@ -198,13 +199,19 @@ class ServiceStore:
             )
 
     def jobs(self) -> list[dict[str, Any]]:
-        """Every job record, in submission order, JSON columns decoded."""
+        """Every job record, in submission order, JSON columns decoded except ``spec`` (its JSON text: a service
+        with 10,000 finished jobs decodes only those it resumes or is asked about)."""
         with self._lock:
             rows = self._db.execute(f"SELECT {', '.join(JOB_COLUMNS)} FROM jobs ORDER BY seq").fetchall()
-        return [
-            {c: (json.loads(v) if c in _JSON_COLUMNS and v is not None else v) for c, v in zip(JOB_COLUMNS, row, strict=True)}
-            for row in rows
-        ]
+        decoded = [i for i, c in enumerate(JOB_COLUMNS) if c in _JSON_COLUMNS and c != "spec"]
+        out = []
+        for row in rows:
+            values = list(row)
+            for i in decoded:
+                if values[i] is not None:
+                    values[i] = json.loads(values[i])
+            out.append(dict(zip(JOB_COLUMNS, values, strict=True)))
+        return out
 
     def delete_jobs(self, ids: Iterable[str]) -> None:
         ids = list(ids)
