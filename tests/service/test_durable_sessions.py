@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from durable_helpers import Service, assert_no_players_left
+from durable_helpers import Service, assert_no_players_left, players_of
 from service_processes import alive
 
 ALICE, BOB = "alice-secret-1", "bob-secret-2"
@@ -27,6 +27,7 @@ def test_a_sigkilled_service_lists_its_sessions_as_lost_and_runs_the_queued_job(
     assert job.status_code == 202 and job.json()["state"] == "queued", job.text
     time.sleep(1.0)
     assert service.call("GET", f"/v1/jobs/{job.json()['id']}", ALICE).json()["state"] == "queued"
+    assert session["pid"] in players_of(tmp_path / "data")  # the orphan check below sees players
     service.sigkill()
     deadline = time.monotonic() + 10
     while alive(session["pid"]) and time.monotonic() < deadline:
