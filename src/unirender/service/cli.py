@@ -18,7 +18,8 @@ def register(subparsers) -> None:
     p.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="port (default 8200; 0 picks a free one)")
     p.add_argument("--config", default=None, help="YAML/JSON/TOML service config (default $UNIRENDER_CONFIG)")
-    p.add_argument("--data-root", default=None, help="where job outputs and player logs go (default $XDG_DATA_HOME/unirender, i.e. ~/.local/share/unirender)")
+    p.add_argument("--data-root", default=None, help="job outputs, player logs and the service's records (service.sqlite3; one service per data root); "
+                   "default $XDG_DATA_HOME/unirender, i.e. ~/.local/share/unirender")
     p.add_argument("--backend", default=None, choices=["local", "ray"], help="session backend (default local)")
     p.set_defaults(func=run)
 

@@ -33,7 +33,7 @@ class Limits(BaseModel):
     body_bytes: int = Field(4 * 2**20, ge=1024, description="largest client request body")
     pixels: int = Field(2048 * 2048, ge=1, description="largest width x height of a session or job")
     steps_per_second: float = Field(1000.0, gt=0, description="per session; bursts of one second allowed")
-    jobs_per_token: int = Field(2, ge=1, description="running jobs per token")
+    jobs_per_token: int = Field(2, ge=1, description="queued or running jobs per token")
     cameras: int = Field(8, ge=0, description="third-party cameras per session (each renders a full frame)")
     agents: int = Field(256, ge=1, description="ML-Agents decision agents per behavior one step may act for")
 
