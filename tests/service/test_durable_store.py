@@ -111,6 +111,15 @@ def test_the_data_root_lock_admits_one_holder(tmp_path):
     DataRoot.open(tmp_path).close()  # released on close
 
 
+def test_an_unusable_data_root_is_a_clear_error(tmp_path):
+    from unirender.service.data_root import DataRootError
+
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(DataRootError, match="cannot use the data root"):
+        DataRoot.open(blocker / "data")
+
+
 def test_reloaded_specs_keep_their_content_hash(tmp_path):
     """A resumed job must be recognised by its own dataset (job.json holds the spec hash)."""
     from unirender.spec import load_spec

@@ -34,11 +34,11 @@ def run(args: argparse.Namespace) -> int:
     except SpecError as exc:
         print(f"unirender serve: {exc}")
         return 2
-    from unirender.service.data_root import DataRootInUse
+    from unirender.service.data_root import DataRootError
     from unirender.service.store import StoreError
 
     try:
         return serve(config)
-    except (SpecError, DataRootInUse, StoreError) as exc:  # bad backend_options; the data root is taken or
+    except (SpecError, DataRootError, StoreError) as exc:  # bad backend_options; the data root is taken or
         print(f"unirender serve: {exc}", file=sys.stderr)  # its database unusable: nothing was started
         return 2

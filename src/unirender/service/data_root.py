@@ -18,7 +18,11 @@ from unirender.service.store import DATABASE, ServiceStore
 LOCK_FILE = "service.lock"
 
 
-class DataRootInUse(UnirenderError):
+class DataRootError(UnirenderError):
+    """The data root cannot be used (not creatable, not writable)."""
+
+
+class DataRootInUse(DataRootError):
     """Another live service holds this data root."""
 
 
@@ -33,8 +37,11 @@ class DataRoot:
     @classmethod
     def open(cls, path: str | os.PathLike, *, holder: str = "") -> DataRoot:
         root = cls(path)
-        root.path.mkdir(parents=True, exist_ok=True)
-        root._lock(holder)
+        try:
+            root.path.mkdir(parents=True, exist_ok=True)
+            root._lock(holder)
+        except OSError as exc:
+            raise DataRootError(f"cannot use the data root {root.path}: {exc}") from exc
         try:
             root.store = ServiceStore(root.path / DATABASE)
         except BaseException:
