@@ -66,6 +66,39 @@ def test_job_rows_round_trip_and_sessions_become_lost(tmp_path):
         store.close()
 
 
+def test_an_older_database_is_migrated_in_place_and_a_failed_migration_changes_nothing(tmp_path, monkeypatch):
+    import unirender.service.store as store_module
+
+    path = tmp_path / DATABASE
+    store = ServiceStore(path)
+    store.insert_session(SessionRecord("s1", "alice", "live", None, {}, 1.0, None))
+    store.close()
+    broken = (*MIGRATIONS, "ALTER TABLE jobs ADD COLUMN priority INTEGER; ALTER TABLE nowhere ADD COLUMN x TEXT")
+    monkeypatch.setattr(store_module, "MIGRATIONS", broken)
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", len(broken))
+    with pytest.raises(StoreError, match=f"to schema version {len(broken)} failed .*nowhere.*left at version 1"):
+        ServiceStore(path)
+    monkeypatch.setattr(store_module, "MIGRATIONS", MIGRATIONS)
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", SCHEMA_VERSION)
+    store = ServiceStore(path)
+    try:  # rolled back whole: no half-added column, the version unchanged, the rows kept
+        assert store.schema_version() == SCHEMA_VERSION
+        assert "priority" not in {r[1] for r in store._db.execute("PRAGMA table_info(jobs)")}
+        assert [r.id for r in store.sessions()] == ["s1"]
+    finally:
+        store.close()
+    upgraded = (*MIGRATIONS, "ALTER TABLE jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0")
+    monkeypatch.setattr(store_module, "MIGRATIONS", upgraded)
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", len(upgraded))
+    store = ServiceStore(path)
+    try:
+        assert store.schema_version() == len(upgraded)
+        assert "priority" in {r[1] for r in store._db.execute("PRAGMA table_info(jobs)")}
+        assert [r.id for r in store.sessions()] == ["s1"]
+    finally:
+        store.close()
+
+
 def test_a_newer_schema_is_refused_and_left_untouched(tmp_path):
     path = tmp_path / DATABASE
     db = sqlite3.connect(path)

@@ -160,8 +160,11 @@ class ServiceStore:
                 else:
                     db.execute("UPDATE schema_version SET version = ?", (target,))
                 db.execute("COMMIT")
-            except BaseException:
+            except BaseException as exc:
                 db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise StoreError(f"migrating the service database to schema version {target} failed ({exc}); "
+                                     f"it was left at version {target - 1}") from exc
                 raise
 
     def schema_version(self) -> int:
