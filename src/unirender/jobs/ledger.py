@@ -165,3 +165,4 @@ class Ledger:
             self.committed[unit.id][chunk] = commit
             if len(self.committed[unit.id]) == math.ceil(total / self.chunk):
                 self.units_done += 1
+        self.reporter.committed(unit.id, chunk, len(records))

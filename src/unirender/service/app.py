@@ -20,9 +20,10 @@ from werkzeug.wrappers import Request, Response
 from unirender.errors import SpecError
 from unirender.service import mlagents_sessions, wire
 from unirender.service.config import ANONYMOUS, ServiceConfig
+from unirender.service.data_root import DataRoot
 from unirender.service.errors import ApiError, from_http_exception, from_unirender_error
 from unirender.service.gathered_body import GatheredBody, takes_gathered_body
-from unirender.service.jobs import JobManager
+from unirender.service.jobs import JobManager, page_arguments
 from unirender.service.limits import PlayerSlots
 from unirender.service.metrics import ServiceMetrics
 from unirender.service.models import RenderRequest, ResetBody, SessionCreate, validate_body
@@ -156,13 +157,19 @@ class ServiceApp:
         self.config = config
         self.metrics = ServiceMetrics()
         self.slots = PlayerSlots(config.limits.total_players)
+        # First the data root's lock and records (a second service on it stops here, before starting anything).
+        self.data_root = DataRoot.open(config.data_root, holder=f"{config.host}:{config.port}")
         if backend is None:
             from unirender.cluster import create_backend
 
             try:
                 backend = create_backend(config.backend, **config.backend_options)
             except (TypeError, ValueError) as exc:  # an option the backend lacks, or a bad value
+                self.data_root.close()
                 raise SpecError(f"invalid service config: backend_options for {config.backend!r}: {exc}") from exc
+            except BaseException:
+                self.data_root.close()
+                raise
         self.backend = backend
         self.hub = player_hub
         self.sessions = SessionRegistry(
@@ -172,9 +179,13 @@ class ServiceApp:
             sessions_per_token=config.limits.sessions_per_token,
             steps_per_second=config.limits.steps_per_second,
             idle_timeout_s=config.idle_timeout_s,
+            store=self.data_root.store,
+            lost_retention_s=config.lost_session_retention_s,
         )
         self.jobs = JobManager(slots=self.slots, metrics=self.metrics, jobs_per_token=config.limits.jobs_per_token,
-                               backend=backend)  # job players live where sessions do (local or Ray)
+                               backend=backend,  # job players live where sessions do (local or Ray)
+                               store=self.data_root.store, data_root=config.data_root,
+                               retention_days=config.job_retention_days)
         self.reaper = IdleReaper(self.sessions, config.reap_interval_s)
         self._tokens = {token: name for name, token in config.tokens.items()}
         self.policy = ActionPolicy(config)  # every limit on every action, whichever endpoint it came from
@@ -191,6 +202,8 @@ class ServiceApp:
     def start(self) -> ServiceApp:
         if not self._started:
             self._started = True
+            self.sessions.recover()  # sessions the previous service left live: listed as lost
+            self.jobs.start()  # jobs it left queued or running: resumed
             self.reaper.start()
         return self
 
@@ -217,6 +230,7 @@ class ServiceApp:
                 self.hub.close()
             except Exception:
                 log.exception("closing the player hub")
+        self.data_root.close()  # last: stopping jobs and sessions writes their records
 
     # -- WSGI --------------------------------------------------------------------------------------------
     def __call__(self, environ, start_response):
@@ -400,7 +414,7 @@ class ServiceApp:
 
     # -- sessions ----------------------------------------------------------------------------------------
     def ep_list_sessions(self, request, owner):
-        return self._json({"sessions": [s.describe() for s in self.sessions.list(owner)]})
+        return self._json({"sessions": self.sessions.describe_all(owner)})
 
     def ep_create_session(self, request, owner):
         data = self._body(request)
@@ -424,7 +438,7 @@ class ServiceApp:
         return resp
 
     def ep_get_session(self, request, owner, session_id):
-        return self._json(self.sessions.get(owner, session_id).describe())
+        return self._json(self.sessions.describe(owner, session_id))
 
     def ep_delete_session(self, request, owner, session_id):
         self.sessions.delete(owner, session_id)
@@ -524,7 +538,8 @@ class ServiceApp:
 
     # -- jobs --------------------------------------------------------------------------------------------
     def ep_list_jobs(self, request, owner):
-        return self._json({"jobs": [j.describe() for j in self.jobs.list(owner)]})
+        jobs, next_page = self.jobs.page(owner, *page_arguments(request.args))
+        return self._json({"jobs": [j.describe() for j in jobs], "next": next_page})
 
     def ep_submit_job(self, request, owner):
         from unirender.spec import load_spec
