@@ -27,16 +27,9 @@ ROOT = Path(__file__).resolve().parents[2]
 CHUNK = 2
 
 
-def environment(case) -> dict:
-    env = case.environment
-    if "server" in env:  # a session's kwarg; a spec's environment names it transport
-        env["transport"] = env.pop("server")
-    return env
-
-
 def small_job(case, out: Path, *, chunk: int = CHUNK, frames: int = 2 * CHUNK, workers: int = 2) -> dict:
     """Two units of ``frames`` frames each (two chunks), one per worker."""
-    job = {"name": f"matrix-{case.family_id}", "environment": environment(case),
+    job = {"name": f"matrix-{case.family_id}", "environment": case.environment,
            "output": {"directory": str(out), "frames_per_shard": chunk}, "workers": workers}  # fmt: skip
     if case.family == "mlagents":
         job["episodes"] = [{"name": "rand", "steps": frames - 1, "seed": 5, "repeat": 2, "policy": "random"}]
