@@ -23,6 +23,9 @@ if not os.environ.get("XDG_RUNTIME_DIR"):
 
 import pytest  # noqa: E402
 
+# Under CI a skip for a missing dependency fails the run; every remaining skip is listed by reason at the end.
+pytest_plugins = ["fixtures.dependency_skips"]
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _player_logs_in_pytest_tmp(tmp_path_factory):

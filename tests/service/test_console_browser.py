@@ -25,9 +25,9 @@ from unirender.client import Client
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 if not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):
-    pytest.skip(f"needs Debian's chromium and chromium-driver ({CHROMIUM}, {CHROMEDRIVER}; ./dev setup installs "
-                "them)", allow_module_level=True)
-webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (the test extra)")
+    pytest.skip(f"missing dependency: Debian's chromium and chromium-driver ({CHROMIUM}, {CHROMEDRIVER}; "
+                "./dev setup installs them)", allow_module_level=True)
+webdriver = pytest.importorskip("selenium.webdriver")  # the test extra
 from selenium.common.exceptions import TimeoutException  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
