@@ -186,6 +186,18 @@ def body_keys(driver, *keys) -> None:
     driver.find_element(By.TAG_NAME, "body").send_keys(*keys)
 
 
+def press(driver, *keys, expect: str, step: int | None = None) -> None:
+    """Press keys on the page; the last one's action ends with ``expect`` as the last action shown (a prefix and
+    a step number when the outcome may vary: a move can be blocked)."""
+    action = expect.split(":")[0]
+    body_keys(driver, *keys)
+    wait(driver, lambda d: last_action(d).startswith(action + ":"), message=f"{keys} did not send {action}")
+    if step is None:
+        assert last_action(driver) == expect
+    else:
+        assert last_action(driver).startswith(expect) and last_action(driver).endswith(f"(step {step})")
+
+
 def test_the_fps_cap_spaces_the_frames_a_viewer_gets(service, alice, browser):
     """``?fps=2`` on the stream: frames at least ~0.5 s apart while the session steps far faster."""
     session = alice.session({"width": 64, "height": 64}, scene="FloorPlan1")
@@ -211,9 +223,9 @@ def test_the_fps_cap_spaces_the_frames_a_viewer_gets(service, alice, browser):
     finally:
         stepping.set()
         session.stop()
-    assert len(steps) >= 20, f"only {len(steps)} steps in 3 s: too few to show a cap of 2 frames/s"
+    assert len(steps) >= 30, f"only {len(steps)} steps in 3 s: too few to show a cap of 2 frames/s"
     gaps = np.diff(arrivals) / 1000.0
-    assert len(gaps) >= 3 and gaps.min() >= 0.4, f"frames {gaps.round(3)} s apart under ?fps=2 ({len(steps)} steps)"
+    assert len(gaps) >= 3 and gaps.min() >= 0.3, f"frames {gaps.round(3)} s apart under ?fps=2 ({len(steps)} steps)"
 
 
 def test_remapped_keys_drive_the_session_and_form_fields_keep_theirs(service, alice, browser):
@@ -227,20 +239,23 @@ def test_remapped_keys_drive_the_session_and_form_fields_keep_theirs(service, al
         browser.find_element(By.CSS_SELECTOR, '#keymap-form button[type="submit"]').click()
         wait(browser, lambda d: last_action(d) == "Keys saved in this browser.")
 
-        body_keys(browser, "w")  # no longer bound
-        body_keys(browser, "m")  # MoveAhead now
-        wait(browser, lambda d: last_action(d).startswith("MoveAhead: "), message="the remapped key did nothing")
-        assert last_action(browser) == "MoveAhead: succeeded (step 1)"
+        # After each key that must do nothing, a key that steps: its step number says whether the first one sent.
+        press(browser, "w", Keys.ARROW_LEFT, expect="RotateLeft: succeeded (step 1)")  # w is no longer bound
+        press(browser, "m", expect="MoveAhead: succeeded (step 2)")
+        browser.refresh()  # the keys are kept in this browser
+        wait(browser, lambda d: d.find_element(By.ID, "live").get_attribute("data-seq"), message="no live frame")
+        assert browser.find_element(By.CSS_SELECTOR, 'input[name="MoveAhead"]').get_attribute("value") == "m"
+        press(browser, "w", Keys.ARROW_RIGHT, expect="RotateRight: succeeded (step 3)")
+        press(browser, "m", expect="MoveAhead: ", step=4)
 
         # A key typed into a form field is text, not an action (d is MoveRight on the page).
+        browser.find_element(By.CSS_SELECTOR, "details.keymap summary").click()
         field = browser.find_element(By.CSS_SELECTOR, 'input[name="MoveRight"]')
         field.click()
         field.send_keys(Keys.END, "d")
         assert field.get_attribute("value") == "dd"
-        body_keys(browser, Keys.ARROW_LEFT)  # RotateLeft: the next step is number 2 if "w" and "d" sent none
-        wait(browser, lambda d: last_action(d).startswith("RotateLeft: "))
-        assert last_action(browser) == "RotateLeft: succeeded (step 2)"
-        assert session.info()["steps"] == 2
+        press(browser, Keys.ARROW_LEFT, expect="RotateLeft: succeeded (step 5)")
+        assert session.info()["steps"] == 5
     finally:
         browser.execute_script("localStorage.clear()")
         session.stop()
