@@ -223,7 +223,7 @@ def test_the_fps_cap_spaces_the_frames_a_viewer_gets(service, alice, browser):
     finally:
         stepping.set()
         session.stop()
-    assert len(steps) >= 30, f"only {len(steps)} steps in 3 s: too few to show a cap of 2 frames/s"
+    assert len(steps) >= 20, f"only {len(steps)} steps in 3 s: too few to show a cap of 2 frames/s"
     gaps = np.diff(arrivals) / 1000.0
     assert len(gaps) >= 3 and gaps.min() >= 0.3, f"frames {gaps.round(3)} s apart under ?fps=2 ({len(steps)} steps)"
 
