@@ -3,6 +3,7 @@ terminal, a full disk, episodes split across players, and the commit log itself.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
@@ -19,6 +20,7 @@ import pytest
 import yaml
 from job_helpers import image_files, player_pids, records_without_clock
 
+from fixtures.private_tmpfs import TmpfsUnavailable, private_tmpfs
 from unirender.jobs import JobError, load_dataset, render
 from unirender.jobs.atomic import TEMP_MARK
 from unirender.jobs.chunks import Commit, CommitLog, select_metadata
@@ -192,15 +194,16 @@ def test_ctrl_c_on_a_terminal_cancels_cleanly_and_resumes(tmp_path):
 
 
 def test_disk_full_mid_chunk_fails_then_resumes(tmp_path, uninterrupted):
+    """A real full disk, for any user: a tmpfs in a user and mount namespace of the test's own."""
     mount = tmp_path / "small"
     mount.mkdir()
     # Room for about two chunks of this job (~20 KB of 4 KB blocks per frame): the disk fills up inside it.
-    if subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=200k", "tmpfs", str(mount)], capture_output=True
-    ).returncode:
-        pytest.skip("cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN)")
-    try:
-        out = mount / "data"
+    with contextlib.ExitStack() as stack:
+        try:
+            disk = stack.enter_context(private_tmpfs(mount, "200k"))
+        except TmpfsUnavailable as exc:
+            pytest.skip(f"missing dependency: user namespaces for a private tmpfs ({exc})")
+        out = disk.path / "data"
         with pytest.raises(JobError) as info:
             render(generator_job(out))
         message = str(info.value)
@@ -208,13 +211,12 @@ def test_disk_full_mid_chunk_fails_then_resumes(tmp_path, uninterrupted):
         kept = committed_frames(out)
         assert 0 < kept < FRAMES and f"{kept:,} frames are kept" in message
         assert player_pids() == []
-        subprocess.run(["mount", "-o", "remount,size=4m", str(mount)], check=True)
+        disk.resize("4m")
         result = render(generator_job(out))
         assert result.frames == FRAMES and result.frames_written == FRAMES - kept
         assert image_files(out) == image_files(uninterrupted)
         assert records_without_clock(out) == records_without_clock(uninterrupted)
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
+    assert not any(mount.iterdir())  # the tmpfs went with its namespace; nothing was written beneath it
 
 
 def test_commit_log_ignores_and_cuts_a_torn_line(tmp_path):

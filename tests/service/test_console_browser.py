@@ -25,9 +25,9 @@ from unirender.client import Client
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 if not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)):
-    pytest.skip(f"needs Debian's chromium and chromium-driver ({CHROMIUM}, {CHROMEDRIVER}; ./dev setup installs "
-                "them)", allow_module_level=True)
-webdriver = pytest.importorskip("selenium.webdriver", reason="needs selenium (the test extra)")
+    pytest.skip(f"missing dependency: Debian's chromium and chromium-driver ({CHROMIUM}, {CHROMEDRIVER}; "
+                "./dev setup installs them)", allow_module_level=True)
+webdriver = pytest.importorskip("selenium.webdriver")  # the test extra
 from selenium.common.exceptions import TimeoutException  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -111,6 +111,24 @@ def pixels(png: bytes) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=np.int16)
 
 
+def shown_view(driver, live, view: str, path: Path) -> np.ndarray:
+    """Select ``view`` and return what the live image shows once the stream has re-sent the current frame in it
+    (no step in between: the same pose). The image's ``src`` must change unless it already shows that view."""
+    before = live.get_attribute("src")
+    select = driver.find_element(By.ID, "view-select")
+    if select.get_attribute("value") == view:
+        return pixels(live.screenshot_as_png)
+    seq = live.get_attribute("data-seq")
+    select.find_element(By.CSS_SELECTOR, f'option[value="{view}"]').click()
+    wait(driver, lambda d: live.get_attribute("src") != before, message=f"the live view never showed {view}")
+    wait(driver, lambda d: d.execute_script("return arguments[0].complete && arguments[0].naturalWidth", live))
+    assert live.get_attribute("data-seq") == seq  # the same frame, not a new step
+    time.sleep(0.2)  # let it be painted
+    png = live.screenshot_as_png
+    path.write_bytes(png)
+    return pixels(png)
+
+
 def test_live_view_follows_a_key_press(service, alice, browser, artifacts):
     session = alice.session({"width": SIZE, "height": SIZE}, render={"modalities": ["rgb", "depth"]},
                             scene="FloorPlan1")
@@ -137,20 +155,142 @@ def test_live_view_follows_a_key_press(service, alice, browser, artifacts):
         assert "succeeded" in browser.find_element(By.ID, "last-action").text
         assert session.info()["steps"] >= 1  # the key press stepped the session itself
 
-        # The frame rate and latency are shown; depth is selectable and comes through the colour map.
+        # The frame rate and latency are shown; the view selector re-streams the same frame (the same pose) in
+        # another view: depth through its colour map differs from the colour frame, and back again is the same.
         wait(browser, lambda d: d.find_element(By.ID, "latency").text.endswith("ms"))
-        select = browser.find_element(By.ID, "view-select")
-        select.find_element(By.CSS_SELECTOR, 'option[value="depth_frame"]').click()
-        seq = int(live.get_attribute("data-seq"))
-        browser.find_element(By.TAG_NAME, "body").send_keys("d")  # MoveRight: a fresh frame in depth
-        wait(browser, lambda d: int(live.get_attribute("data-seq")) > seq)
-        time.sleep(0.2)
-        depth = pixels(live.screenshot_as_png)
-        (artifacts / "live-depth.png").write_bytes(live.screenshot_as_png)
-        assert np.abs(depth - b).mean() > 5.0  # a colour-mapped depth image, not the colour frame
+        colour = shown_view(browser, live, "frame", artifacts / "live-colour.png")
+        depth = shown_view(browser, live, "depth_frame", artifacts / "live-depth.png")
+        again = shown_view(browser, live, "frame", artifacts / "live-colour-again.png")
+        assert np.abs(depth - colour).mean() > 5.0, "the depth view shows the colour frame"
+        assert np.abs(again - colour).mean() < 1.0, "the same pose in the same view looks different"
         browser.set_window_size(420, 800)  # a narrow window: the page still works
         browser.save_screenshot(str(artifacts / "session-page-narrow.png"))
         browser.set_window_size(1280, 800)
+    finally:
+        session.stop()
+
+
+def open_session_page(driver, url: str, session) -> None:
+    login(driver, url, ALICE)
+    driver.get(f"{url}/ui/sessions/{session.id}")
+    wait(driver, lambda d: d.find_element(By.ID, "live").get_attribute("data-seq"), message="no live frame")
+
+
+def last_action(driver) -> str:
+    return driver.find_element(By.ID, "last-action").text
+
+
+def body_keys(driver, *keys) -> None:
+    """Keys typed on the page itself (whatever had the focus loses it first)."""
+    driver.execute_script("document.activeElement && document.activeElement.blur()")
+    driver.find_element(By.TAG_NAME, "body").send_keys(*keys)
+
+
+def press(driver, *keys, expect: str, step: int | None = None) -> None:
+    """Press keys on the page; the last one's action ends with ``expect`` as the last action shown (a prefix and
+    a step number when the outcome may vary: a move can be blocked)."""
+    action = expect.split(":")[0]
+    body_keys(driver, *keys)
+    wait(driver, lambda d: last_action(d).startswith(action + ":"), message=f"{keys} did not send {action}")
+    if step is None:
+        assert last_action(driver) == expect
+    else:
+        assert last_action(driver).startswith(expect) and last_action(driver).endswith(f"(step {step})")
+
+
+def test_the_fps_cap_spaces_the_frames_a_viewer_gets(service, alice, browser):
+    """``?fps=2`` on the stream: frames at least ~0.5 s apart while the session steps far faster."""
+    session = alice.session({"width": 64, "height": 64}, scene="FloorPlan1")
+    stepping, steps = threading.Event(), []
+    def step_fast():
+        while not stepping.is_set():
+            session.step("RotateRight")
+            steps.append(time.monotonic())
+    try:
+        open_session_page(browser, service.url, session)
+        browser.execute_script("""
+            window.__arrivals = [];
+            window.__capped = new EventSource(arguments[0] + "?view=frame&fps=2");
+            window.__capped.addEventListener("frame", () => window.__arrivals.push(performance.now()));
+        """, f"/ui/sessions/{session.id}/stream")
+        wait(browser, lambda d: d.execute_script("return window.__arrivals.length") >= 1)
+        stepper = threading.Thread(target=step_fast, daemon=True)
+        stepper.start()
+        time.sleep(3.0)
+        stepping.set()
+        stepper.join(30)
+        arrivals = browser.execute_script("window.__capped.close(); return window.__arrivals")
+    finally:
+        stepping.set()
+        session.stop()
+    assert len(steps) >= 20, f"only {len(steps)} steps in 3 s: too few to show a cap of 2 frames/s"
+    gaps = np.diff(arrivals) / 1000.0
+    assert len(gaps) >= 3 and gaps.min() >= 0.3, f"frames {gaps.round(3)} s apart under ?fps=2 ({len(steps)} steps)"
+
+
+def test_remapped_keys_drive_the_session_and_form_fields_keep_theirs(service, alice, browser):
+    session = alice.session({"width": 64, "height": 64}, scene="FloorPlan1")
+    try:
+        open_session_page(browser, service.url, session)
+        browser.find_element(By.CSS_SELECTOR, "details.keymap summary").click()
+        field = browser.find_element(By.CSS_SELECTOR, 'input[name="MoveAhead"]')
+        field.clear()
+        field.send_keys("m")
+        browser.find_element(By.CSS_SELECTOR, '#keymap-form button[type="submit"]').click()
+        wait(browser, lambda d: last_action(d) == "Keys saved in this browser.")
+
+        # After each key that must do nothing, a key that steps: its step number says whether the first one sent.
+        press(browser, "w", Keys.ARROW_LEFT, expect="RotateLeft: succeeded (step 1)")  # w is no longer bound
+        press(browser, "m", expect="MoveAhead: succeeded (step 2)")
+        browser.refresh()  # the keys are kept in this browser
+        wait(browser, lambda d: d.find_element(By.ID, "live").get_attribute("data-seq"), message="no live frame")
+        assert browser.find_element(By.CSS_SELECTOR, 'input[name="MoveAhead"]').get_attribute("value") == "m"
+        press(browser, "w", Keys.ARROW_RIGHT, expect="RotateRight: succeeded (step 3)")
+        press(browser, "m", expect="MoveAhead: ", step=4)
+
+        # A key typed into a form field is text, not an action (d is MoveRight on the page).
+        browser.find_element(By.CSS_SELECTOR, "details.keymap summary").click()
+        field = browser.find_element(By.CSS_SELECTOR, 'input[name="MoveRight"]')
+        field.click()
+        field.send_keys(Keys.END, "d")
+        assert field.get_attribute("value") == "dd"
+        press(browser, Keys.ARROW_LEFT, expect="RotateLeft: succeeded (step 5)")
+        assert session.info()["steps"] == 5
+    finally:
+        browser.execute_script("localStorage.clear()")
+        session.stop()
+
+
+# Holds every action POST of the page until released, and records what each one asked for.
+HOLD_ACTIONS = """
+window.__sent = []; window.__held = [];
+const realFetch = window.fetch.bind(window);
+window.fetch = (url, opts) => {
+  if (!opts || opts.method !== "POST") return realFetch(url, opts);
+  window.__sent.push(JSON.parse(opts.body).action);
+  return new Promise(resolve => window.__held.push(() => resolve(realFetch(url, opts))));
+};
+"""
+
+
+def test_one_action_in_flight_and_one_queued(service, alice, browser):
+    """Keys pressed while a step is in flight: the last one waits, the ones between are dropped."""
+    session = alice.session({"width": 64, "height": 64}, scene="FloorPlan1")
+    try:
+        open_session_page(browser, service.url, session)
+        browser.execute_script(HOLD_ACTIONS)
+        # RotateLeft goes out; LookUp, LookDown, RotateRight queue in turn, each replacing the one before.
+        body_keys(browser, Keys.ARROW_LEFT, Keys.ARROW_UP, Keys.ARROW_DOWN, Keys.ARROW_RIGHT)
+        wait(browser, lambda d: d.execute_script("return window.__held.length") == 1)
+        assert browser.execute_script("return window.__sent") == ["RotateLeft"]
+        browser.execute_script("window.__held.shift()()")
+        wait(browser, lambda d: d.execute_script("return window.__held.length") == 1)
+        assert browser.execute_script("return window.__sent") == ["RotateLeft", "RotateRight"]
+        browser.execute_script("window.__held.shift()()")
+        wait(browser, lambda d: last_action(d).startswith("RotateRight: "))
+        assert last_action(browser) == "RotateRight: succeeded (step 2)"
+        assert browser.execute_script("return window.__sent") == ["RotateLeft", "RotateRight"]
+        assert session.info()["steps"] == 2
     finally:
         session.stop()
 

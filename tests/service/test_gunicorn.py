@@ -20,7 +20,7 @@ from unirender._process import ManagedProcess
 from unirender.client import Client
 
 pytestmark = pytest.mark.skipif(shutil.which("gunicorn", path=os.path.dirname(sys.executable)) is None,
-                                reason="needs the optional gunicorn extra (pip install 'unirender[gunicorn]')")
+                                reason="missing dependency: gunicorn (pip install 'unirender[gunicorn]')")
 
 
 def free_port() -> int:
