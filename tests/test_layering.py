@@ -1,5 +1,6 @@
 """The import layering of ``.importlinter`` holds (protocol sans-I/O, player on the protocol only, client without
-the service, spec without jobs/player, no cycles in cluster), and a violation is really reported."""
+the service, spec without jobs/player, no cycles in cluster), no import circle anywhere (lazy imports included), and
+a violation of either is really reported."""
 
 from __future__ import annotations
 
@@ -34,3 +35,61 @@ def test_a_violation_is_reported(tmp_path):
     assert result.returncode != 0
     assert "unirender.protocol.event -> socket" in result.stdout
     assert "unirender.protocol.event -> unirender.client" in result.stdout
+
+
+def import_cycles(package: str = "unirender") -> list[list[str]]:
+    """Every import circle among the package's modules (strongly connected components of more than one module),
+    lazy imports included: grimp reads every import statement, wherever it stands."""
+    import grimp
+
+    graph = grimp.build_graph(package)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(module: str) -> None:  # Tarjan's algorithm
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for imported in graph.find_modules_directly_imported_by(module):
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in on_stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for module in sorted(graph.modules):
+        if module not in index:
+            visit(module)
+    return cycles
+
+
+def test_no_import_circle_anywhere():
+    assert import_cycles() == []
+
+
+def test_an_import_circle_is_found(tmp_path, monkeypatch):
+    src = tmp_path / "src"
+    shutil.copytree(ROOT / "src" / "unirender", src / "unirender",
+                    ignore=shutil.ignore_patterns("__pycache__", "scenes"))
+    errors = src / "unirender" / "errors.py"
+    errors.write_text(errors.read_text() + "\n\ndef _late():\n    from unirender import simulator  # noqa\n")
+    simulator = src / "unirender" / "simulator.py"
+    simulator.write_text(simulator.read_text() + "\nimport unirender.errors  # noqa\n")
+    monkeypatch.syspath_prepend(str(src))
+    for name in [m for m in sys.modules if m == "unirender" or m.startswith("unirender.")]:
+        monkeypatch.delitem(sys.modules, name)
+    assert ["unirender.errors", "unirender.simulator"] in import_cycles()
