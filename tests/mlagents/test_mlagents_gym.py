@@ -1,8 +1,14 @@
 """``unirender.gym.MLAgentsEnv`` on the reference player's ML-Agents game (EGL, 32x32): gymnasium's check_env,
-spaces from the BehaviorSpec, steps, seeded resets, episode ends."""
+spaces from the game's description, steps, seeded resets, episode ends, a crashed player as a truncated step,
+``action_parts``, the family registry (``make_env``, ``gymnasium.make``), ``UnityVectorEnv`` over games in both
+autoreset modes."""
 
 from __future__ import annotations
 
+import os
+import signal
+
+import gymnasium
 import numpy as np
 import pytest
 
@@ -10,9 +16,10 @@ pytest.importorskip("grpc")
 
 from gymnasium import spaces  # noqa: E402
 from gymnasium.utils.env_checker import check_env  # noqa: E402
+from gymnasium.vector import AutoresetMode  # noqa: E402
 
 from fixtures import no_leaks  # noqa: E402, F401  (a fixture)
-from unirender.gym import MLAgentsEnv  # noqa: E402
+from unirender.gym import ENV_ID, MLAgentsEnv, UnityEnv, UnityVectorEnv, make_env  # noqa: E402
 
 ENV = {"platform": "EGL", "width": 32, "height": 32, "time_scale": 100,
        "env": {"UNIRENDER_MLAGENTS_AGENTS": "2", "UNIRENDER_MLAGENTS_MAX_STEP": "5"}}  # fmt: skip
@@ -61,3 +68,90 @@ def test_single_sensor_box_and_bad_names():
         env.close()
     with pytest.raises(ValueError, match="unknown sensors"):
         MLAgentsEnv(environment=ENV, observations=["Camera"])
+
+
+# One agent, 3-step episodes; the vector sensor's last value is step / max_step (1.0 in the interrupted step).
+GAME = {"protocol": "mlagents", "executable": "builtin", "platform": "EGL", "width": 32, "height": 32,
+        "time_scale": 100, "env": {"UNIRENDER_MLAGENTS_AGENTS": "1", "UNIRENDER_MLAGENTS_MAX_STEP": "3"}}  # fmt: skip
+STILL = np.zeros(2, np.float32)  # move 0, turn 0: the agent stays where it spawned, far from the target
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_a_crashed_player_ends_the_episode_as_truncated():
+    """SIGKILL the player: the controller restarts it, the step that met the crash is truncated with
+    info["restarted"] and the first decision of the new player's episodes; stepping goes on from there."""
+    env = MLAgentsEnv(GAME, observations=["VectorSensor_size8"], action_parts="continuous")
+    try:
+        env.reset(seed=3)
+        obs, *_ = env.step(STILL)
+        assert obs[-1] == pytest.approx(1 / 3)
+        pid = env.session.describe().pid
+        os.kill(pid, signal.SIGKILL)
+        obs, reward, terminated, truncated, info = env.step(STILL)
+        assert truncated and not terminated and reward == 0.0
+        assert info["restarted"] and "crashed and was restarted" in info["error_message"]
+        assert env.observation_space.contains(obs) and obs[-1] == 0.0  # a new episode's first decision
+        assert env.session.describe().pid not in (None, pid)
+        obs, _, terminated, truncated, info = env.step(STILL)
+        assert obs[-1] == pytest.approx(1 / 3) and not (terminated or truncated) and "restarted" not in info
+        obs, _ = env.reset()
+        assert obs[-1] == 0.0
+    finally:
+        env.close()
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_action_parts_and_the_family_registry():
+    env = make_env(GAME, observations=["VectorSensor_size8"], action_parts="discrete")  # protocol -> MLAgentsEnv
+    try:
+        assert isinstance(env, MLAgentsEnv)
+        assert env.action_space == spaces.MultiDiscrete([3])
+        env.reset()
+        obs, _, _, _, info = env.step(np.array([2]))  # stand still
+        assert obs.shape == (8,) and info["agent_id"] == 0
+    finally:
+        env.close()
+    made = gymnasium.make(ENV_ID, controller_kwargs=GAME, action_parts="continuous")
+    try:
+        assert isinstance(made.unwrapped, MLAgentsEnv)
+        assert made.action_space == spaces.Box(-1.0, 1.0, (2,), np.float32)
+        assert set(made.observation_space.spaces) == {"CameraSensor", "VectorSensor_size8"}
+    finally:
+        made.close()
+    with pytest.raises(ValueError, match="action_parts must be one of"):
+        MLAgentsEnv(GAME, action_parts="both")
+    with pytest.raises(ValueError, match="use unirender.gym.MLAgentsEnv"):
+        UnityEnv(GAME)
+    with pytest.raises(ValueError, match="use unirender.gym.MLAgentsEnv"):
+        UnityEnv(environment={"protocol": "mlagents", "platform": "EGL"})
+
+
+# Per step: the vector sensor's step counter in each env's observation, and truncated. Episodes are 3 steps.
+NEXT_STEP = [(1 / 3, False), (2 / 3, False), (1.0, True), (0.0, False), (1 / 3, False)]
+SAME_STEP = [(1 / 3, False), (2 / 3, False), (0.0, True), (1 / 3, False), (2 / 3, False)]
+
+
+@pytest.mark.usefixtures("no_leaks")
+@pytest.mark.parametrize("mode, expected", [(AutoresetMode.NEXT_STEP, NEXT_STEP), ("SAME_STEP", SAME_STEP)])
+def test_a_vector_env_of_games_in_both_autoreset_modes(mode, expected):
+    """Two games, one per slot; a 3-step episode is interrupted by the game (max_step): truncated."""
+    envs = UnityVectorEnv(2, GAME, observations=["VectorSensor_size8"], action_parts="continuous",
+                          autoreset_mode=mode)  # fmt: skip
+    try:
+        assert all(isinstance(env, MLAgentsEnv) for env in envs.envs)
+        assert envs.action_space.shape == (2, 2) and envs.observation_space.shape == (2, 8)
+        obs, infos = envs.reset(seed=0)
+        assert obs[:, -1].tolist() == [0.0, 0.0] and infos["agent_id"].tolist() == [0, 0]
+        assert not np.array_equal(obs[0], obs[1])  # seeds 0 and 1: two different games
+        for step, (counter, truncated_now) in enumerate(expected, 1):
+            obs, rewards, terminated, truncated, infos = envs.step(np.stack([STILL, STILL]))
+            assert obs[:, -1] == pytest.approx([counter, counter]), f"step {step}"
+            assert truncated.tolist() == [truncated_now] * 2 and not terminated.any(), f"step {step}"
+            if envs.autoreset_mode == AutoresetMode.SAME_STEP and truncated_now:
+                assert infos["_final_obs"].all()
+                assert [final[-1] for final in infos["final_obs"]] == [1.0, 1.0]
+                assert infos["final_info"]["interrupted"].all()
+        with pytest.raises(ValueError, match="expected 2 actions"):
+            envs.step(np.zeros((3, 2), np.float32))
+    finally:
+        envs.close()
