@@ -1,5 +1,6 @@
 """The Stable-Baselines3 path on the real reference player: SB3's check_env, the VecEnv adapter's infos and
-episode statistics step by step, PPO with CnnPolicy and MultiInputPolicy, SB3's own vector envs."""
+episode statistics step by step, PPO with CnnPolicy and MultiInputPolicy, SB3's own vector envs; PPO on the
+reference ML-Agents game through make_vec_env."""
 
 import warnings
 
@@ -158,3 +159,37 @@ def test_make_vec_env_with_sb3_vector_envs(vec_env_cls):
         assert all(info["episode"]["l"] == 2 for info in infos)  # SB3's Monitor per env
     finally:
         venv.close()
+
+
+# The reference ML-Agents game: one agent per game, 16-step episodes (interrupted unless the target is reached).
+MLAGENTS_GAME = {"protocol": "mlagents", "executable": "builtin", "platform": "EGL", "width": 32, "height": 32,
+                 "time_scale": 100, "env": {"UNIRENDER_MLAGENTS_AGENTS": "1", "UNIRENDER_MLAGENTS_MAX_STEP": "16"}}  # fmt: skip
+
+
+def test_ppo_trains_on_the_mlagents_game_through_make_vec_env():
+    """make_vec_env picks MLAgentsEnv from the protocol: 2 games in a SAME_STEP UnityVectorEnv, MlpPolicy on the
+    vector sensor, the continuous actions (SB3 has no Dict action space: the hybrid one is refused)."""
+    import torch
+    from stable_baselines3 import PPO
+
+    from unirender.gym import MLAgentsEnv
+
+    with pytest.raises(ValueError, match="action_parts='continuous' or 'discrete'"):
+        make_vec_env(1, MLAGENTS_GAME)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the players need the other core (see the CNN test)
+    venv = make_vec_env(2, MLAGENTS_GAME, observations=["VectorSensor_size8"], action_parts="continuous", seed=0)
+    try:
+        assert all(isinstance(env, MLAgentsEnv) for env in venv.venv.venv.envs)
+        assert venv.observation_space.shape == (8,) and venv.action_space.shape == (2,)
+        model = PPO("MlpPolicy", venv, n_steps=64, batch_size=64, n_epochs=2, seed=0, device="cpu", verbose=0)
+        before = [p.detach().clone() for p in model.policy.parameters()]
+        model.learn(total_timesteps=256)
+        assert model.num_timesteps == 256
+        assert len(model.ep_info_buffer) >= 2 * (256 // 2 // 16) - 2  # episodes of at most 16 steps ended
+        assert all(1 <= info["l"] <= 16 for info in model.ep_info_buffer)
+        changed = [not torch.equal(a, b) for a, b in zip(before, model.policy.parameters(), strict=True)]
+        assert any(changed)
+    finally:
+        venv.close()
+        torch.set_num_threads(threads)
