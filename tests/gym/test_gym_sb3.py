@@ -193,3 +193,31 @@ def test_ppo_trains_on_the_mlagents_game_through_make_vec_env():
     finally:
         venv.close()
         torch.set_num_threads(threads)
+
+
+def test_ppo_trains_on_the_agents_of_one_mlagents_game():
+    """slots='agents': the four agents of one game are SB3's four envs (MLAgentsVectorEnv, same-step resets)."""
+    import torch
+    from stable_baselines3 import PPO
+
+    from unirender.gym import MLAgentsVectorEnv
+
+    game = {**MLAGENTS_GAME, "env": {"UNIRENDER_MLAGENTS_AGENTS": "4", "UNIRENDER_MLAGENTS_MAX_STEP": "16"}}
+    kwargs = {"observations": ["VectorSensor_size8"], "action_parts": "continuous"}
+    with pytest.raises(ValueError, match="num_envs=2, but the game has 4 agents"):
+        make_vec_env(2, game, slots="agents", **kwargs)
+    with pytest.raises(ValueError, match="agents cannot be a vector's slots"):
+        make_vec_env(2, PLAYER, slots="agents")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    venv = make_vec_env(4, game, slots="agents", seed=0, **kwargs)
+    try:
+        assert isinstance(venv.venv.venv, MLAgentsVectorEnv) and venv.num_envs == 4
+        model = PPO("MlpPolicy", venv, n_steps=32, batch_size=64, n_epochs=2, seed=0, device="cpu", verbose=0)
+        model.learn(total_timesteps=256)
+        assert model.num_timesteps == 256
+        assert len(model.ep_info_buffer) >= 4 * (256 // 4 // 16) - 4  # each agent's episodes of at most 16 steps
+        assert all(1 <= info["l"] <= 16 for info in model.ep_info_buffer)
+    finally:
+        venv.close()
+        torch.set_num_threads(threads)

@@ -1,6 +1,6 @@
 """The gym layer on every family and backend: the family's Gymnasium env (picked from ``protocol``) passes
 Gymnasium's checker, a crashed player ends the episode as truncated, ``UnityVectorEnv`` autoresets in both
-modes, and PPO trains through ``unirender.gym.sb3.make_vec_env``."""
+modes, and PPO trains through ``unirender.gym.sb3.make_vec_env``; an ML-Agents game's agents as the slots."""
 
 import os
 import signal
@@ -11,7 +11,7 @@ from gymnasium.utils.env_checker import check_env
 from gymnasium.vector import AutoresetMode
 from stable_baselines3 import PPO
 
-from unirender.gym import MLAgentsEnv, UnityEnv, UnityVectorEnv, make_env
+from unirender.gym import MLAgentsEnv, MLAgentsVectorEnv, UnityEnv, UnityVectorEnv, make_env
 from unirender.gym.sb3 import make_vec_env
 
 ENV_CLASS = {"ai2thor": UnityEnv, "mlagents": MLAgentsEnv}
@@ -111,6 +111,25 @@ def test_ppo_trains_through_make_vec_env(case):
     finally:
         venv.close()
         torch.set_num_threads(threads)
+
+
+def test_the_agents_of_one_game_as_the_slots(mlagents_case):
+    """Two agents, 2-step episodes (the game's max_step): the ending step resets both (same step)."""
+    kwargs = {**mlagents_case.controller_kwargs,
+              "env": {"UNIRENDER_MLAGENTS_AGENTS": "2", "UNIRENDER_MLAGENTS_MAX_STEP": "2"}}  # fmt: skip
+    envs = MLAgentsVectorEnv(kwargs, backend=mlagents_case.backend(), **ENV_KWARGS["mlagents"])
+    try:
+        assert envs.num_envs == 2
+        obs, infos = envs.reset()
+        assert infos["agent_id"].tolist() == [0, 1] and obs[:, -1].tolist() == [0.0, 0.0]
+        actions = _fixed_actions("mlagents", 2)
+        obs, *_ = envs.step(actions)
+        assert obs[:, -1].tolist() == [0.5, 0.5]
+        obs, _, terminated, truncated, infos = envs.step(actions)
+        assert truncated.all() and not terminated.any() and obs[:, -1].tolist() == [0.0, 0.0]
+        assert [final[-1] for final in infos["final_obs"]] == [1.0, 1.0]
+    finally:
+        envs.close()
 
 
 @pytest.mark.parametrize("family", ["mlagents"])

@@ -1,7 +1,7 @@
 """``unirender.gym.MLAgentsEnv`` on the reference player's ML-Agents game (EGL, 32x32): gymnasium's check_env,
 spaces from the game's description, steps, seeded resets, episode ends, a crashed player as a truncated step,
 ``action_parts``, the family registry (``make_env``, ``gymnasium.make``), ``UnityVectorEnv`` over games in both
-autoreset modes."""
+autoreset modes (one game per slot), ``MLAgentsVectorEnv`` (one game's agents as the slots)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,14 @@ from gymnasium.utils.env_checker import check_env  # noqa: E402
 from gymnasium.vector import AutoresetMode  # noqa: E402
 
 from fixtures import no_leaks  # noqa: E402, F401  (a fixture)
-from unirender.gym import ENV_ID, MLAgentsEnv, UnityEnv, UnityVectorEnv, make_env  # noqa: E402
+from unirender.gym import (  # noqa: E402
+    ENV_ID,
+    MLAgentsEnv,
+    MLAgentsVectorEnv,
+    UnityEnv,
+    UnityVectorEnv,
+    make_env,
+)
 
 ENV = {"platform": "EGL", "width": 32, "height": 32, "time_scale": 100,
        "env": {"UNIRENDER_MLAGENTS_AGENTS": "2", "UNIRENDER_MLAGENTS_MAX_STEP": "5"}}  # fmt: skip
@@ -155,3 +162,59 @@ def test_a_vector_env_of_games_in_both_autoreset_modes(mode, expected):
             envs.step(np.zeros((3, 2), np.float32))
     finally:
         envs.close()
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_the_agents_of_one_game_as_the_slots():
+    """Three agents of one game in three slots, same-step autoreset (the game's own): the interrupted step
+    returns the new episodes' first observations, the ended ones in final_obs; a crash truncates every slot."""
+    game = {**GAME, "env": {"UNIRENDER_MLAGENTS_AGENTS": "3", "UNIRENDER_MLAGENTS_MAX_STEP": "3"}}
+    envs = MLAgentsVectorEnv(game, action_parts="continuous")
+    try:
+        assert envs.num_envs == 3 and envs.metadata["autoreset_mode"] == AutoresetMode.SAME_STEP
+        assert envs.observation_space["CameraSensor"].shape == (3, 32, 32, 3)
+        assert envs.observation_space["VectorSensor_size8"].shape == (3, 8)
+        assert envs.action_space.shape == (3, 2)
+        obs, infos = envs.reset(seed=0)  # no agent spawns within reach of the target (seed 4's third does)
+        assert infos["agent_id"].tolist() == [0, 1, 2] and envs.observation_space.contains(obs)
+        positions = obs["VectorSensor_size8"][:, :2].copy()
+        assert len({tuple(p) for p in positions}) == 3  # three agents, three places
+        still = np.zeros((3, 2), np.float32)
+        for step, counter in enumerate([1 / 3, 2 / 3], 1):
+            obs, rewards, terminated, truncated, infos = envs.step(still)
+            assert obs["VectorSensor_size8"][:, -1] == pytest.approx([counter] * 3), f"step {step}"
+            assert not (terminated | truncated).any() and "_final_obs" not in infos
+            assert rewards == pytest.approx([-0.001] * 3)  # the game's step penalty, per agent
+        # an agent's own action reaches its own agent: slot 1 turns, the others stand still
+        yaws = obs["VectorSensor_size8"][:, 2].copy()
+        turn = still.copy()
+        turn[1] = (0.0, 1.0)
+        obs, rewards, terminated, truncated, infos = envs.step(turn)
+        assert truncated.all() and not terminated.any()  # max_step 3: interrupted
+        assert obs["VectorSensor_size8"][:, -1].tolist() == [0.0, 0.0, 0.0]  # reset in the same step
+        assert infos["_final_obs"].all() and infos["final_info"]["interrupted"].all()
+        finals = [final["VectorSensor_size8"] for final in infos["final_obs"]]
+        assert [f[-1] for f in finals] == [1.0, 1.0, 1.0]
+        np.testing.assert_array_equal([f[:2] for f in finals], positions)  # nobody moved
+        turned = [abs(float(f[2] - y)) for f, y in zip(finals, yaws, strict=True)]
+        assert turned[0] == turned[2] == 0.0 and turned[1] == pytest.approx(15.0)  # TURN_DEG
+        # a crash: every slot's episode ends as truncated, the new game's agents fill the slots
+        pid = envs.env.session.describe().pid
+        os.kill(pid, signal.SIGKILL)
+        obs, rewards, terminated, truncated, infos = envs.step(still)
+        assert truncated.all() and not terminated.any() and rewards.tolist() == [0.0] * 3
+        assert infos["restarted"].all() and infos["_final_obs"].all()
+        assert envs.observation_space.contains(obs) and obs["VectorSensor_size8"][:, -1].tolist() == [0.0] * 3
+        obs, *_ = envs.step(still)
+        assert obs["VectorSensor_size8"][:, -1] == pytest.approx([1 / 3] * 3)
+        with pytest.raises(ValueError, match="not in Box"):
+            envs.step(still + 2.0)
+        with pytest.raises(ValueError, match="not a batch of"):
+            envs.step(np.zeros((2, 2), np.float32))
+        with pytest.raises(ValueError, match="reset together"):
+            envs.reset(options={"reset_mask": np.array([True, False, True])})
+    finally:
+        envs.close()
+    assert envs.env.session is None
+    with pytest.raises(ValueError, match="same step only"):
+        MLAgentsVectorEnv(game, autoreset_mode="NEXT_STEP")

@@ -8,7 +8,9 @@
 - :class:`MLAgentsEnv` (``mlagents_env.py``): one agent of one behavior of an ML-Agents game; spaces from the
   game's ``describe()``.
 - :class:`UnityVectorEnv` (``vector.py``): N sessions of either family stepped concurrently behind Gymnasium's
-  ``VectorEnv`` (next-step, same-step or no autoreset).
+  ``VectorEnv`` (next-step, same-step or no autoreset); one game per slot for ML-Agents.
+- :class:`MLAgentsVectorEnv` (``mlagents_vector.py``): the other ML-Agents layout, the agents of one game as
+  the slots (same-step autoreset).
 - ``unirender.gym.sb3`` (needs the ``[sb3]`` extra, imported only there): the Stable-Baselines3 path,
   ``make_vec_env`` and the ``VecEnv`` adapter.
 
@@ -21,6 +23,7 @@ import gymnasium
 from unirender.gym.env import DEFAULT_ACTIONS, UnityEnv, environment_controller_kwargs
 from unirender.gym.families import GYM_FAMILIES, make_env
 from unirender.gym.mlagents_env import MLAgentsEnv
+from unirender.gym.mlagents_vector import MLAgentsVectorEnv
 from unirender.gym.observations import DEPTH_DTYPES, MODALITY_ATTRIBUTE, ObservationLayout, observation_layout
 from unirender.gym.session_env import SessionEnv
 from unirender.gym.vector import UnityVectorEnv
@@ -34,6 +37,7 @@ __all__ = [
     "GYM_FAMILIES",
     "MODALITY_ATTRIBUTE",
     "MLAgentsEnv",
+    "MLAgentsVectorEnv",
     "ObservationLayout",
     "SessionEnv",
     "UnityEnv",

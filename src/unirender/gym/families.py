@@ -34,12 +34,16 @@ class GymFamily:
 
     env: str  # "module:Class" of its SessionEnv subclass (spaces, event reader, action converter)
     sb3_env_kwargs: Mapping[str, Any] = field(default_factory=dict)  # defaults make_vec_env gives that env
+    agents_vector_env: str | None = None  # "module:Class": a VectorEnv whose slots are one session's agents
 
 
 GYM_FAMILIES: dict[str, GymFamily] = {
     # uint8 depth: SB3 puts it through a CNN as an image (float32 metres would be flattened into an MLP)
     AI2THOR: GymFamily("unirender.gym.env:UnityEnv", {"depth_dtype": "uint8"}),
-    MLAGENTS: GymFamily("unirender.gym.mlagents_env:MLAgentsEnv"),
+    MLAGENTS: GymFamily(
+        "unirender.gym.mlagents_env:MLAgentsEnv",
+        agents_vector_env="unirender.gym.mlagents_vector:MLAgentsVectorEnv",
+    ),
 }
 
 
@@ -52,9 +56,25 @@ def gym_family(family: str) -> GymFamily:
         ) from None
 
 
-def env_class(family: str) -> type[SessionEnv]:
-    module, _, name = gym_family(family).env.partition(":")
+def _load(target: str) -> Any:
+    module, _, name = target.partition(":")
     return getattr(import_module(module), name)
+
+
+def env_class(family: str) -> type[SessionEnv]:
+    return _load(gym_family(family).env)
+
+
+def agents_vector_env_class(family: str) -> type:
+    """The family's vector env over the agents of one session (``slots="agents"``), or a ValueError saying why
+    the family has none."""
+    target = gym_family(family).agents_vector_env
+    if target is None:
+        raise ValueError(
+            f"a {family} session has one agent to drive, so its agents cannot be a vector's slots: use "
+            "slots='games' (one session per slot)"
+        )
+    return _load(target)
 
 
 def environment_family(controller_kwargs: Mapping[str, Any] | None = None, environment: Any = None) -> str:

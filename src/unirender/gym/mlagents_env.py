@@ -127,12 +127,13 @@ class MLAgentsEnv(SessionEnv):
         self.behavior = behavior
         chosen = [(i, name, o) for i, (name, o) in enumerate(zip(names, own, strict=True))
                   if observations is None or name in observations]  # fmt: skip
-        # (index among the behavior's sensors, name, visual, shape): what _observe reads
+        # (index among the behavior's sensors, name, visual, shape): what observe reads
         self.sensors = [(i, name, o.kind == "image", o.shape) for i, name, o in chosen]
         boxes = {name: sensor_space(o) for _, name, o in chosen}
         self.observation_space = next(iter(boxes.values())) if len(boxes) == 1 else spaces.Dict(boxes)
         self.action_space = behavior_action_space(actions, action_parts)
-        self._action_form = (
+        # which part(s) of the behavior's actions a point of action_space holds
+        self.action_form = (
             "dict" if isinstance(self.action_space, spaces.Dict)
             else "continuous" if isinstance(self.action_space, spaces.Box) else "discrete"
         )  # fmt: skip
@@ -173,7 +174,7 @@ class MLAgentsEnv(SessionEnv):
                 interrupted = bool(terminal.interrupted[k])
                 info = {**self._info(terminal, k), "interrupted": interrupted}
                 return (
-                    self._observe(terminal, k),
+                    self.observe(terminal, k),
                     float(terminal.reward[k]),
                     not interrupted,
                     interrupted,
@@ -184,19 +185,21 @@ class MLAgentsEnv(SessionEnv):
             event = self.session.step({})  # the agent skipped this decision: the others get zeros
         self.last_event = event
         k = decision.agent_id_to_index[self.agent_id]
-        return self._observe(decision, k), float(decision.reward[k]), False, False, self._info(decision, k)
+        return self.observe(decision, k), float(decision.reward[k]), False, False, self._info(decision, k)
 
     def _restarted(self, action):
         return self._first_decision(self.session.reset())  # new episodes in the new player
 
     # -- internals ----------------------------------------------------------------------------------------
     def _first_decision(self, event):
-        decision = self._wait_for_decision(event)
+        decision = self.wait_for_decision(event)
         self.agent_id = int(decision.agent_id[0])
         self._elapsed = 0
-        return self._observe(decision, 0), self._info(decision, 0)
+        return self.observe(decision, 0), self._info(decision, 0)
 
-    def _wait_for_decision(self, event):
+    def wait_for_decision(self, event):
+        """The behavior's decision steps of ``event`` or of the next event that has some (idle steps between:
+        zero actions); it becomes ``last_event``."""
         for _ in range(_MAX_IDLE_STEPS):
             decision = event.decision_steps.get(self.behavior)
             if decision is not None and len(decision):
@@ -214,15 +217,16 @@ class MLAgentsEnv(SessionEnv):
         discrete = np.zeros((n, len(spec.discrete)), np.int32)
         k = decision.agent_id_to_index.get(self.agent_id)
         if k is not None:
-            if self._action_form == "dict":
+            if self.action_form == "dict":
                 continuous[k], discrete[k] = action["continuous"], action["discrete"]
-            elif self._action_form == "continuous":
+            elif self.action_form == "continuous":
                 continuous[k] = action
             else:
                 discrete[k] = action
         return {self.behavior: {"continuous": continuous, "discrete": discrete}}
 
-    def _observe(self, steps, k: int):
+    def observe(self, steps, k: int):
+        """Agent ``k`` of decision or terminal ``steps``, as a point of ``observation_space``."""
         values = {}
         for i, name, visual, shape in self.sensors:
             if visual:

@@ -28,7 +28,7 @@ except ImportError as exc:  # pragma: no cover - depends on the install
     ) from exc
 
 from unirender.cluster.base import SessionBackend
-from unirender.gym.families import env_class, environment_family, gym_family
+from unirender.gym.families import agents_vector_env_class, env_class, environment_family, gym_family
 from unirender.gym.session_env import SessionEnv
 from unirender.gym.vector import UnityVectorEnv
 
@@ -132,6 +132,7 @@ def make_vec_env(
     backend: SessionBackend | str = "local",
     backend_options: dict | None = None,
     vec_env_kwargs: dict | None = None,
+    slots: str = "games",
     **env_kwargs: Any,
 ) -> VecEnv:
     """A monitored SB3 ``VecEnv`` of ``num_envs`` envs of the environment's family (:class:`UnityEnv` for
@@ -146,21 +147,38 @@ def make_vec_env(
     depth defaults to ``depth_dtype="uint8"`` here, which SB3 treats as an image (a CNN in ``MultiInputPolicy``).
     SB3 has no ``Dict`` action space: an ML-Agents behavior with continuous and discrete actions needs
     ``action_parts="continuous"`` or ``"discrete"`` (refused with that advice otherwise).
+
+    ``slots``: ``"games"`` (default): one session (player, game) per env. ``"agents"`` (ML-Agents): the agents of
+    one game are the envs (:class:`~unirender.gym.mlagents_vector.MLAgentsVectorEnv`); ``num_envs`` must be the
+    number of agents the game has.
     """
     family = environment_family(controller_kwargs, env_kwargs.get("environment"))
     env_kwargs = {**gym_family(family).sb3_env_kwargs, **env_kwargs}
+    if slots not in ("games", "agents"):
+        raise ValueError(f"slots must be 'games' (a session per env) or 'agents' (one game's agents), not {slots!r}")
+    if slots == "agents" and vec_env_cls is not None:
+        raise ValueError("slots='agents' is one vector env over one game: it takes no vec_env_cls")
     if vec_env_cls is None:
         if vec_env_kwargs:
             raise ValueError("vec_env_kwargs are for vec_env_cls; the default vector env takes env_kwargs")
-        venv = UnityVectorEnv(
-            num_envs,
-            controller_kwargs,
-            backend=backend,
-            backend_options=backend_options,
-            autoreset_mode=AutoresetMode.SAME_STEP,
-            **env_kwargs,
-        )
+        if slots == "agents":
+            venv: VectorEnv = agents_vector_env_class(family)(
+                controller_kwargs, backend=backend, backend_options=backend_options, **env_kwargs
+            )
+        else:
+            venv = UnityVectorEnv(
+                num_envs,
+                controller_kwargs,
+                backend=backend,
+                backend_options=backend_options,
+                autoreset_mode=AutoresetMode.SAME_STEP,
+                **env_kwargs,
+            )
         try:
+            if venv.num_envs != num_envs:
+                raise ValueError(
+                    f"num_envs={num_envs}, but the game has {venv.num_envs} agents deciding (slots='agents')"
+                )
             _check_action_space(venv.single_action_space)
             vec_env: VecEnv = VecMonitor(SB3VecEnv(venv))
         except BaseException:

@@ -51,7 +51,7 @@ class UnityVectorEnv(VectorEnv):
     ):
         if num_envs < 1:
             raise ValueError("num_envs must be >= 1")
-        self.autoreset_mode = _autoreset_mode(autoreset_mode)
+        self.autoreset_mode = autoreset_mode_of(autoreset_mode)
         self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
         self.num_envs = num_envs
         self._owns_backend = isinstance(backend, str)
@@ -206,7 +206,7 @@ class UnityVectorEnv(VectorEnv):
         )
 
 
-def _autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:
+def autoreset_mode_of(mode: AutoresetMode | str) -> AutoresetMode:
     """The mode itself, its name (``"SAME_STEP"``, any case) or its value (``"SameStep"``)."""
     for member in AutoresetMode:
         if mode == member or (isinstance(mode, str) and mode.upper() in (member.name, member.value.upper())):
