@@ -221,3 +221,18 @@ def test_ppo_trains_on_the_agents_of_one_mlagents_game():
     finally:
         venv.close()
         torch.set_num_threads(threads)
+
+
+def test_make_vec_env_with_dummy_vec_env_builds_the_family_env():
+    from unirender.gym import MLAgentsEnv
+
+    venv = make_vec_env(2, MLAGENTS_GAME, vec_env_cls=DummyVecEnv, observations=["VectorSensor_size8"],
+                        action_parts="discrete", max_episode_steps=2, seed=1)  # fmt: skip
+    try:
+        assert all(isinstance(env.unwrapped, MLAgentsEnv) for env in venv.envs)
+        assert venv.reset().shape == (2, 8)
+        venv.step(np.array([[2], [2]]))
+        _, _, dones, infos = venv.step(np.array([[2], [2]]))
+        assert dones.all() and all(info["TimeLimit.truncated"] for info in infos)
+    finally:
+        venv.close()
