@@ -216,5 +216,7 @@ def test_the_agents_of_one_game_as_the_slots():
     finally:
         envs.close()
     assert envs.env.session is None
+    with pytest.raises(gymnasium.error.ClosedEnvironmentError):
+        envs.step(still)
     with pytest.raises(ValueError, match="same step only"):
         MLAgentsVectorEnv(game, autoreset_mode="NEXT_STEP")

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import gymnasium
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
@@ -93,7 +94,7 @@ class MLAgentsVectorEnv(VectorEnv):
     def step(self, actions):
         session = self.env.session
         if session is None:
-            raise RuntimeError("this MLAgentsVectorEnv is closed")
+            raise gymnasium.error.ClosedEnvironmentError("this MLAgentsVectorEnv is closed; make a new one")
         decision = self._decision()
         try:
             event = session.step({self.behavior: self._game_actions(decision, actions)})
