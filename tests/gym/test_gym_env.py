@@ -200,3 +200,11 @@ def test_bad_configuration_fails_before_launching(backend):
     with pytest.raises(ValueError, match="termination_fn must be a callable"):
         UnityEnv(PLAYER, termination_fn="math:pi", backend=backend)
     assert backend.sessions() == []
+
+
+def test_actions_the_player_does_not_have_are_refused(backend):
+    """The reference player declares its actions (session.describe()): a typo fails at creation, not as a
+    failed step after step; the player it started is stopped."""
+    with pytest.raises(ValueError, match=r"actions \['Fly', 'MoveAheadd'\] are not actions of this player"):
+        UnityEnv(PLAYER, actions=["MoveAhead", "MoveAheadd", {"action": "Fly"}], backend=backend)
+    assert backend.sessions() == []

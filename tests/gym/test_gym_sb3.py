@@ -1,5 +1,6 @@
 """The Stable-Baselines3 path on the real reference player: SB3's check_env, the VecEnv adapter's infos and
-episode statistics step by step, PPO with CnnPolicy and MultiInputPolicy, SB3's own vector envs."""
+episode statistics step by step, PPO with CnnPolicy and MultiInputPolicy, SB3's own vector envs; PPO on the
+reference ML-Agents game through make_vec_env."""
 
 import warnings
 
@@ -156,5 +157,82 @@ def test_make_vec_env_with_sb3_vector_envs(vec_env_cls):
         obs, _, dones, infos = venv.step(np.array([R, R]))
         assert dones.all() and all(info["TimeLimit.truncated"] for info in infos)
         assert all(info["episode"]["l"] == 2 for info in infos)  # SB3's Monitor per env
+    finally:
+        venv.close()
+
+
+# The reference ML-Agents game: one agent per game, 16-step episodes (interrupted unless the target is reached).
+MLAGENTS_GAME = {"protocol": "mlagents", "executable": "builtin", "platform": "EGL", "width": 32, "height": 32,
+                 "time_scale": 100, "env": {"UNIRENDER_MLAGENTS_AGENTS": "1", "UNIRENDER_MLAGENTS_MAX_STEP": "16"}}  # fmt: skip
+
+
+def test_ppo_trains_on_the_mlagents_game_through_make_vec_env():
+    """make_vec_env picks MLAgentsEnv from the protocol: 2 games in a SAME_STEP UnityVectorEnv, MlpPolicy on the
+    vector sensor, the continuous actions (SB3 has no Dict action space: the hybrid one is refused)."""
+    import torch
+    from stable_baselines3 import PPO
+
+    from unirender.gym import MLAgentsEnv
+
+    with pytest.raises(ValueError, match="action_parts='continuous' or 'discrete'"):
+        make_vec_env(1, MLAGENTS_GAME)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the players need the other core (see the CNN test)
+    venv = make_vec_env(2, MLAGENTS_GAME, observations=["VectorSensor_size8"], action_parts="continuous", seed=0)
+    try:
+        assert all(isinstance(env, MLAgentsEnv) for env in venv.venv.venv.envs)
+        assert venv.observation_space.shape == (8,) and venv.action_space.shape == (2,)
+        model = PPO("MlpPolicy", venv, n_steps=64, batch_size=64, n_epochs=2, seed=0, device="cpu", verbose=0)
+        before = [p.detach().clone() for p in model.policy.parameters()]
+        model.learn(total_timesteps=256)
+        assert model.num_timesteps == 256
+        assert len(model.ep_info_buffer) >= 2 * (256 // 2 // 16) - 2  # episodes of at most 16 steps ended
+        assert all(1 <= info["l"] <= 16 for info in model.ep_info_buffer)
+        changed = [not torch.equal(a, b) for a, b in zip(before, model.policy.parameters(), strict=True)]
+        assert any(changed)
+    finally:
+        venv.close()
+        torch.set_num_threads(threads)
+
+
+def test_ppo_trains_on_the_agents_of_one_mlagents_game():
+    """slots='agents': the four agents of one game are SB3's four envs (MLAgentsVectorEnv, same-step resets)."""
+    import torch
+    from stable_baselines3 import PPO
+
+    from unirender.gym import MLAgentsVectorEnv
+
+    game = {**MLAGENTS_GAME, "env": {"UNIRENDER_MLAGENTS_AGENTS": "4", "UNIRENDER_MLAGENTS_MAX_STEP": "16"}}
+    kwargs = {"observations": ["VectorSensor_size8"], "action_parts": "continuous"}
+    with pytest.raises(ValueError, match="num_envs=2, but the game has 4 agents"):
+        make_vec_env(2, game, slots="agents", **kwargs)
+    with pytest.raises(ValueError, match="agents cannot be a vector's slots"):
+        make_vec_env(2, PLAYER, slots="agents")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    venv = make_vec_env(4, game, slots="agents", seed=0, **kwargs)
+    try:
+        assert isinstance(venv.venv.venv, MLAgentsVectorEnv) and venv.num_envs == 4
+        model = PPO("MlpPolicy", venv, n_steps=32, batch_size=64, n_epochs=2, seed=0, device="cpu", verbose=0)
+        model.learn(total_timesteps=256)
+        assert model.num_timesteps == 256
+        assert len(model.ep_info_buffer) >= 4 * (256 // 4 // 16) - 4  # each agent's episodes of at most 16 steps
+        assert all(1 <= info["l"] <= 16 for info in model.ep_info_buffer)
+    finally:
+        venv.close()
+        torch.set_num_threads(threads)
+
+
+def test_make_vec_env_with_dummy_vec_env_builds_the_family_env():
+    from unirender.gym import MLAgentsEnv
+
+    venv = make_vec_env(2, MLAGENTS_GAME, vec_env_cls=DummyVecEnv, observations=["VectorSensor_size8"],
+                        action_parts="discrete", max_episode_steps=2, seed=1)  # fmt: skip
+    try:
+        assert all(isinstance(env.unwrapped, MLAgentsEnv) for env in venv.envs)
+        assert venv.reset().shape == (2, 8)
+        venv.step(np.array([[2], [2]]))
+        _, _, dones, infos = venv.step(np.array([[2], [2]]))
+        assert dones.all() and all(info["TimeLimit.truncated"] for info in infos)
     finally:
         venv.close()

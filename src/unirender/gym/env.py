@@ -2,7 +2,9 @@
 
 Observations are what ``observations`` declares (built in :mod:`unirender.gym.observations`): one modality name
 gives a plain ``Box`` image, a list a ``Dict``. Actions are a ``Discrete`` index into a declared action list;
-reward and termination come from user callables. A closed env relaunches its player on the next ``reset()``.
+reward and termination come from user callables. Launch, close, reuse after close and restarts are
+:class:`~unirender.gym.session_env.SessionEnv`'s; this module is the AI2-THOR family's part of the gym layer
+(``unirender.gym.families``).
 """
 
 from __future__ import annotations
@@ -11,14 +13,13 @@ import importlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import gymnasium
 import numpy as np
 from gymnasium import spaces
 
 from unirender.cluster.base import Resources, Session, SessionBackend
-from unirender.cluster.registry import create_backend
-from unirender.errors import RestartError
 from unirender.gym.observations import modality_list, observation_layout
+from unirender.gym.session_env import SessionEnv
+from unirender.simulator import AI2THOR, Description
 
 DEFAULT_ACTIONS = ("MoveAhead", "RotateLeft", "RotateRight", "LookUp", "LookDown")
 
@@ -81,15 +82,16 @@ def _action_dicts(actions: Sequence[str | dict]) -> list[dict]:
     return out
 
 
-class UnityEnv(gymnasium.Env):
-    """One unirender session as a Gymnasium environment.
+class UnityEnv(SessionEnv):
+    """One unirender session of an AI2-THOR build (or the reference player) as a Gymnasium environment.
 
     ``environment`` (an ``EnvironmentSpec``, mapping or spec file) or ``controller_kwargs`` say what to launch.
     ``observations``: a modality name (``"rgb"``: a ``Box`` image, what ``CnnPolicy`` takes) or a list of them (a
     ``Dict``; default ``["rgb"]``); ``modalities`` is the older name of the list form. Depth is ``(H, W, 1)`` in
     ``[0, max_depth]`` metres (default bound: the camera's far clipping plane) as ``depth_dtype`` ``"float32"``
     (metres), ``"uint16"`` (millimetres) or ``"uint8"`` (the range over 0..255: an image to SB3's CNNs).
-    ``actions``: the action list (names or action dicts). ``reward_fn(previous_event, action, event)`` and
+    ``actions``: the action list (names or action dicts; checked against the actions the player says it has,
+    ``session.describe()``, when it says). ``reward_fn(previous_event, action, event)`` and
     ``termination_fn(event)``: the task (defaults: 0 reward, never terminates), as callables or, for configs, as
     ``"module:function"`` names. ``max_episode_steps`` truncates. ``scenes``: reset picks one with the env's
     seeded RNG (or ``options={"scene": ...}``). ``backend``: a ``SessionBackend`` to share (not closed by the env)
@@ -97,10 +99,9 @@ class UnityEnv(gymnasium.Env):
 
     ``close()`` stops the player (and a private backend); a later ``reset()`` launches a new one, so a closed env
     can be used again (Stable-Baselines3's render check closes, then resets). ``step()`` on a closed env raises
-    ``gymnasium.error.ClosedEnvironmentError``.
+    ``gymnasium.error.ClosedEnvironmentError``. An ML-Agents environment (``protocol: mlagents``) is refused with
+    a pointer to :class:`~unirender.gym.MLAgentsEnv` (``unirender.gym.make_env`` picks the env by family).
     """
-
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 30}
 
     def __init__(
         self,
@@ -122,30 +123,26 @@ class UnityEnv(gymnasium.Env):
         render_mode: str | None = None,
         session: Session | None = None,
     ):
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"render_mode {render_mode!r} is not supported; use 'rgb_array' or None")
-        if max_episode_steps is not None and max_episode_steps < 1:
-            raise ValueError("max_episode_steps must be >= 1")
+        _refuse_other_families(controller_kwargs, environment)
         if observations is not None and modalities is not None:
             raise ValueError("give observations or modalities (its older name), not both")
         self._observations = observations if observations is not None else (modalities or ["rgb"])
         self.modalities, _ = modality_list(self._observations)
-        self.render_mode = render_mode
         self.actions = _action_dicts(actions)
         self.reward_fn = _callable(reward_fn, "reward_fn")
         self.termination_fn = _callable(termination_fn, "termination_fn")
-        self.max_episode_steps = max_episode_steps
         self.scenes = list(scenes) if scenes else None
-        self._controller_kwargs = environment_controller_kwargs(
-            environment, controller_kwargs, self.modalities
+        self._open(
+            environment_controller_kwargs(environment, controller_kwargs, self.modalities),
+            backend=backend,
+            backend_options=backend_options,
+            resources=resources,
+            render_mode=render_mode,
+            max_episode_steps=max_episode_steps,
         )
-        self._resources = resources
-        self._backend_kind = backend if isinstance(backend, str) else None
-        self._backend_options = backend_options or {}
-        self.backend: SessionBackend | None = None if self._backend_kind else backend
-        self.session: Session | None = None
         try:
             self._launch(session)
+            _check_actions(self.actions, self.session.describe())
             self.layout = observation_layout(
                 self._observations, self.session.last_event, depth_dtype=depth_dtype, max_depth=max_depth
             )
@@ -155,68 +152,31 @@ class UnityEnv(gymnasium.Env):
         self.observation_space = self.layout.space
         self.action_space = spaces.Discrete(len(self.actions))
         self.last_event = self.session.last_event
-        self._elapsed = 0
-
-    # -- gymnasium.Env -----------------------------------------------------------------------------------
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
-        super().reset(seed=seed)
-        options = options or {}
-        scene = options.get("scene")
-        if scene is None and self.scenes:
-            scene = self.scenes[int(self.np_random.integers(len(self.scenes)))]
-        if self.session is None:
-            self._launch(None)
-        self.last_event = self.session.reset(scene)
-        self._elapsed = 0
-        return self._observe(self.last_event), self._info(self.last_event, None)
-
-    def step(self, action):
-        if self.session is None:
-            raise gymnasium.error.ClosedEnvironmentError(
-                "this UnityEnv was closed: call reset() to launch a new player before step()"
-            )
-        if not self.action_space.contains(action):
-            raise ValueError(f"action {action!r} is not in {self.action_space}")
-        act = self.actions[int(action)]
-        previous = self.last_event
-        try:
-            event = self.session.step(act)
-        except RestartError as exc:
-            # The player (or its actor) died and a new one took over: the episode is lost, so it ends here as
-            # truncated, showing the new player's first view; the next reset() starts over.
-            self.last_event = self.session.last_event
-            info = {**self._info(self.last_event, act), "restarted": True, "error_message": str(exc)}
-            return self._observe(self.last_event), 0.0, False, True, info
-        self.last_event = event
-        self._elapsed += 1
-        reward = float(self.reward_fn(previous, act, event)) if self.reward_fn else 0.0
-        terminated = bool(self.termination_fn(event)) if self.termination_fn else False
-        truncated = self.max_episode_steps is not None and self._elapsed >= self.max_episode_steps
-        return self._observe(event), reward, terminated, bool(truncated), self._info(event, act)
 
     def render(self):
         if self.render_mode == "rgb_array" and self.last_event is not None:
             return np.asarray(self.last_event.frame)
         return None
 
-    def close(self):
-        session, self.session = getattr(self, "session", None), None
-        try:
-            if session is not None:
-                session.stop()
-        finally:
-            if getattr(self, "_backend_kind", None) and self.backend is not None:
-                backend, self.backend = self.backend, None
-                backend.close()
+    # -- the family's part (SessionEnv's hooks) ---------------------------------------------------------------
+    def _start_episode(self, seed: int | None, options: dict, launched: bool):
+        scene = options.get("scene")
+        if scene is None and self.scenes:
+            scene = self.scenes[int(self.np_random.integers(len(self.scenes)))]
+        self.last_event = self.session.reset(scene)
+        return self._observe(self.last_event), self._info(self.last_event, None)
 
-    # -- internals ----------------------------------------------------------------------------------------
-    def _launch(self, session: Session | None) -> None:
-        """Start the player (a private backend first, if this env owns one)."""
-        if self.backend is None:
-            self.backend = create_backend(self._backend_kind, **self._backend_options)
-        self.session = session or self.backend.create_session(
-            self._controller_kwargs, resources=self._resources
-        )
+    def _advance(self, action):
+        act = self.actions[int(action)]
+        previous = self.last_event
+        event = self.last_event = self.session.step(act)
+        reward = float(self.reward_fn(previous, act, event)) if self.reward_fn else 0.0
+        terminated = bool(self.termination_fn(event)) if self.termination_fn else False
+        return self._observe(event), reward, terminated, False, self._info(event, act)
+
+    def _restarted(self, action):
+        self.last_event = self.session.last_event  # the new player's first event
+        return self._observe(self.last_event), self._info(self.last_event, self.actions[int(action)])
 
     def _observe(self, event: Any):
         return self.layout.observe(event)
@@ -232,3 +192,24 @@ class UnityEnv(gymnasium.Env):
             "error_message": str(error or ""),
             "action": action["action"] if action else "",
         }
+
+
+def _refuse_other_families(controller_kwargs: dict | None, environment: Any) -> None:
+    from unirender.gym.families import environment_family
+
+    family = environment_family(controller_kwargs, environment)
+    if family != AI2THOR:
+        raise ValueError(
+            f"UnityEnv drives AI2-THOR builds (named actions, frame modalities); this environment is protocol "
+            f"{family!r}: use unirender.gym.MLAgentsEnv for an ML-Agents game, or unirender.gym.make_env, which "
+            "picks the env of the environment's family"
+        )
+
+
+def _check_actions(actions: list[dict], description: Description) -> None:
+    """The declared actions against those the player says it implements (the reference player's table; a Unity
+    build says nothing, and then anything goes)."""
+    known = description.actions.names
+    unknown = sorted({a["action"] for a in actions} - set(known)) if known else []
+    if unknown:
+        raise ValueError(f"actions {unknown} are not actions of this player; it has {list(known)}")

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 
 try:
@@ -27,7 +28,8 @@ except ImportError as exc:  # pragma: no cover - depends on the install
     ) from exc
 
 from unirender.cluster.base import SessionBackend
-from unirender.gym.env import UnityEnv
+from unirender.gym.families import agents_vector_env_class, env_class, environment_family, gym_family
+from unirender.gym.session_env import SessionEnv
 from unirender.gym.vector import UnityVectorEnv
 
 
@@ -130,30 +132,54 @@ def make_vec_env(
     backend: SessionBackend | str = "local",
     backend_options: dict | None = None,
     vec_env_kwargs: dict | None = None,
+    slots: str = "games",
     **env_kwargs: Any,
 ) -> VecEnv:
-    """A monitored SB3 ``VecEnv`` of ``num_envs`` :class:`UnityEnv` (``env_kwargs`` as ``UnityEnv`` takes them).
+    """A monitored SB3 ``VecEnv`` of ``num_envs`` envs of the environment's family (:class:`UnityEnv` for
+    AI2-THOR, :class:`MLAgentsEnv` for an ML-Agents game: ``protocol`` in ``controller_kwargs`` or
+    ``environment=``), ``env_kwargs`` as that env takes them.
 
     ``vec_env_cls=None`` (default): one :class:`UnityVectorEnv` (threads in this process, players in parallel)
     through :class:`SB3VecEnv` under ``VecMonitor``; the cheapest in memory and as fast as any. ``DummyVecEnv``
-    or ``SubprocVecEnv``: SB3's own ``make_vec_env`` over ``UnityEnv`` (``Monitor`` per env); ``SubprocVecEnv``
-    runs each env in a worker process (which imports torch: see docs/gym.md), so give ``backend`` as a kind
-    (``"local"``), not an instance. ``seed``: env ``i`` is reset with ``seed + i``. Depth defaults to
-    ``depth_dtype="uint8"`` here, which SB3 treats as an image (a CNN in ``MultiInputPolicy``).
+    or ``SubprocVecEnv``: SB3's own ``make_vec_env`` over the family's env (``Monitor`` per env);
+    ``SubprocVecEnv`` runs each env in a worker process (which imports torch: see docs/gym.md), so give
+    ``backend`` as a kind (``"local"``), not an instance. ``seed``: env ``i`` is reset with ``seed + i``. AI2-THOR
+    depth defaults to ``depth_dtype="uint8"`` here, which SB3 treats as an image (a CNN in ``MultiInputPolicy``).
+    SB3 has no ``Dict`` action space: an ML-Agents behavior with continuous and discrete actions needs
+    ``action_parts="continuous"`` or ``"discrete"`` (refused with that advice otherwise).
+
+    ``slots``: ``"games"`` (default): one session (player, game) per env. ``"agents"`` (ML-Agents): the agents of
+    one game are the envs (:class:`~unirender.gym.mlagents_vector.MLAgentsVectorEnv`); ``num_envs`` must be the
+    number of agents the game has.
     """
-    env_kwargs.setdefault("depth_dtype", "uint8")
+    family = environment_family(controller_kwargs, env_kwargs.get("environment"))
+    env_kwargs = {**gym_family(family).sb3_env_kwargs, **env_kwargs}
+    if slots not in ("games", "agents"):
+        raise ValueError(f"slots must be 'games' (a session per env) or 'agents' (one game's agents), not {slots!r}")
+    if slots == "agents" and vec_env_cls is not None:
+        raise ValueError("slots='agents' is one vector env over one game: it takes no vec_env_cls")
     if vec_env_cls is None:
         if vec_env_kwargs:
             raise ValueError("vec_env_kwargs are for vec_env_cls; the default vector env takes env_kwargs")
-        venv = UnityVectorEnv(
-            num_envs,
-            controller_kwargs,
-            backend=backend,
-            backend_options=backend_options,
-            autoreset_mode=AutoresetMode.SAME_STEP,
-            **env_kwargs,
-        )
+        if slots == "agents":
+            venv: VectorEnv = agents_vector_env_class(family)(
+                controller_kwargs, backend=backend, backend_options=backend_options, **env_kwargs
+            )
+        else:
+            venv = UnityVectorEnv(
+                num_envs,
+                controller_kwargs,
+                backend=backend,
+                backend_options=backend_options,
+                autoreset_mode=AutoresetMode.SAME_STEP,
+                **env_kwargs,
+            )
         try:
+            if venv.num_envs != num_envs:
+                raise ValueError(
+                    f"num_envs={num_envs}, but the game has {venv.num_envs} agents deciding (slots='agents')"
+                )
+            _check_action_space(venv.single_action_space)
             vec_env: VecEnv = VecMonitor(SB3VecEnv(venv))
         except BaseException:
             venv.close()
@@ -162,9 +188,25 @@ def make_vec_env(
             vec_env.seed(seed)
         return vec_env
 
-    def make_env() -> UnityEnv:
-        return UnityEnv(controller_kwargs, backend=backend, backend_options=backend_options, **env_kwargs)
+    cls = env_class(family)
 
-    return _sb3_make_vec_env(
+    def make_env() -> SessionEnv:
+        return cls(controller_kwargs, backend=backend, backend_options=backend_options, **env_kwargs)
+
+    vec_env = _sb3_make_vec_env(
         make_env, n_envs=num_envs, seed=seed, vec_env_cls=vec_env_cls, vec_env_kwargs=vec_env_kwargs
     )
+    try:
+        _check_action_space(vec_env.action_space)
+    except BaseException:
+        vec_env.close()
+        raise
+    return vec_env
+
+
+def _check_action_space(space: spaces.Space) -> None:
+    if isinstance(space, spaces.Dict):
+        raise ValueError(
+            f"Stable-Baselines3 takes no Dict action space ({space}): for an ML-Agents behavior with continuous "
+            "and discrete actions give action_parts='continuous' or 'discrete' (the other part is held at zero)"
+        )

@@ -1,4 +1,6 @@
-"""``UnityVectorEnv``: N :class:`UnityEnv` sessions behind Gymnasium's ``VectorEnv`` API, stepped concurrently."""
+"""``UnityVectorEnv``: N env sessions behind Gymnasium's ``VectorEnv`` API, stepped concurrently; the slots are
+envs of the environment's family (:class:`UnityEnv` for AI2-THOR, :class:`MLAgentsEnv` for ML-Agents: one game per
+slot), picked once through ``unirender.gym.families``."""
 
 from __future__ import annotations
 
@@ -6,17 +8,21 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
+from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
-from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from unirender.cluster.base import SessionBackend
 from unirender.cluster.registry import create_backend
-from unirender.gym.env import UnityEnv
+from unirender.gym.families import env_class, environment_family
+from unirender.gym.session_env import SessionEnv
 
 
 class UnityVectorEnv(VectorEnv):
-    """``num_envs`` :class:`UnityEnv` sessions on one backend, stepped concurrently (one long-lived thread per env;
-    each session is a separate player or actor, so the work overlaps).
+    """``num_envs`` env sessions on one backend, stepped concurrently (one long-lived thread per env; each session
+    is a separate player or actor, so the work overlaps). The envs are of the environment's family (its
+    ``protocol`` in ``controller_kwargs`` or ``environment=``): :class:`UnityEnv` (AI2-THOR) or
+    :class:`MLAgentsEnv` (ML-Agents: each slot is one game, driving its first agent), built with ``env_kwargs``.
 
     ``autoreset_mode`` (Gymnasium's ``AutoresetMode`` or its name), as in ``SyncVectorEnv``:
 
@@ -45,16 +51,17 @@ class UnityVectorEnv(VectorEnv):
     ):
         if num_envs < 1:
             raise ValueError("num_envs must be >= 1")
-        self.autoreset_mode = _autoreset_mode(autoreset_mode)
+        self.autoreset_mode = autoreset_mode_of(autoreset_mode)
         self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
         self.num_envs = num_envs
         self._owns_backend = isinstance(backend, str)
         self.backend = create_backend(backend, **(backend_options or {})) if self._owns_backend else backend
         # Long-lived threads: a player the Controller restarts inside step() is a child of the stepping thread.
         self._pool = ThreadPoolExecutor(max_workers=num_envs, thread_name_prefix="unirender-vec")
-        self.envs: list[UnityEnv] = []
+        self.envs: list[SessionEnv] = []
+        env_cls = env_class(environment_family(controller_kwargs, env_kwargs.get("environment")))
         futures = [
-            self._pool.submit(UnityEnv, controller_kwargs, backend=self.backend, **env_kwargs)
+            self._pool.submit(env_cls, controller_kwargs, backend=self.backend, **env_kwargs)
             for _ in range(num_envs)
         ]
         errors = []
@@ -72,6 +79,7 @@ class UnityVectorEnv(VectorEnv):
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
         self.render_mode = first.render_mode
+        self._discrete = isinstance(self.single_action_space, spaces.Discrete)
         self._env_obs: list[Any] = [None] * num_envs
         self._autoreset = np.zeros(num_envs, dtype=bool)
 
@@ -116,13 +124,11 @@ class UnityVectorEnv(VectorEnv):
     def step_per_env(self, actions):
         """:meth:`step` with one plain info dict per env (``final_obs``/``final_info`` in it when ``SAME_STEP``
         reset that env): what Stable-Baselines3 wants, without Gymnasium's batched infos and the split back."""
-        actions = np.asarray(actions)
-        if actions.shape != (self.num_envs,):
-            raise ValueError(f"expected {self.num_envs} actions, got shape {actions.shape}")
+        per_env_actions = self._per_env_actions(actions)
         if self.autoreset_mode == AutoresetMode.DISABLED and self._autoreset.any():
             ended = np.flatnonzero(self._autoreset).tolist()
             raise ValueError(f"envs {ended} ended their episode: reset them (reset_mask) before stepping")
-        results = self._each(lambda i: self._step_one(i, int(actions[i])), range(self.num_envs))
+        results = self._each(lambda i: self._step_one(i, per_env_actions[i]), range(self.num_envs))
         rewards = np.array([r[1] for r in results], dtype=np.float64)
         terminations = np.array([r[2] for r in results], dtype=bool)
         truncations = np.array([r[3] for r in results], dtype=bool)
@@ -148,7 +154,22 @@ class UnityVectorEnv(VectorEnv):
             self.backend = None
 
     # -- internals ----------------------------------------------------------------------------------------
-    def _step_one(self, i: int, action: int):
+    def _per_env_actions(self, actions) -> list:
+        """The batch of actions split per env (Discrete: ints; Box, MultiDiscrete, Dict: Gymnasium's iterate)."""
+        if self._discrete:
+            actions = np.asarray(actions)
+            if actions.shape != (self.num_envs,):
+                raise ValueError(f"expected {self.num_envs} actions, got shape {actions.shape}")
+            return [int(a) for a in actions]
+        try:
+            per_env = list(iterate(self.action_space, actions))
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            raise ValueError(f"actions {actions!r} are not a batch of {self.action_space}: {exc}") from None
+        if len(per_env) != self.num_envs:
+            raise ValueError(f"expected {self.num_envs} actions, got {len(per_env)}")
+        return per_env
+
+    def _step_one(self, i: int, action: Any):
         """One env's step under the autoreset mode: (obs, reward, terminated, truncated, info, final) where
         ``final`` is (obs, info) of an episode that SAME_STEP just ended and reset, else None."""
         env = self.envs[i]
@@ -185,7 +206,7 @@ class UnityVectorEnv(VectorEnv):
         )
 
 
-def _autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:
+def autoreset_mode_of(mode: AutoresetMode | str) -> AutoresetMode:
     """The mode itself, its name (``"SAME_STEP"``, any case) or its value (``"SameStep"``)."""
     for member in AutoresetMode:
         if mode == member or (isinstance(mode, str) and mode.upper() in (member.name, member.value.upper())):
