@@ -23,7 +23,7 @@ from urllib.parse import urlencode, urlsplit
 import requests
 from requests.structures import CaseInsensitiveDict
 
-from unirender import wire
+from unirender import http_format
 from unirender.errors import (
     ActionError,
     PlatformError,
@@ -37,7 +37,7 @@ from unirender.http_connection import ConnectTimeout, HttpConnection, ReadTimeou
 from unirender.protocol.errors import HttpFramingError
 
 DEFAULT_URL = "http://127.0.0.1:8200"
-FORMATS = {"msgpack": wire.MSGPACK, "json": wire.JSON, "multipart": wire.MULTIPART}
+FORMATS = {"msgpack": http_format.MSGPACK, "json": http_format.JSON, "multipart": http_format.MULTIPART}
 
 
 class ServiceError(UnirenderError):
@@ -91,7 +91,7 @@ def _event_from_document(doc: dict):
     from unirender.protocol.event import Event
 
     # The step keys the service read from the metadata it forwarded: the metadata is not even scanned here.
-    return Event.from_frames(doc["metadata"], doc.get("frames") or {}, step=doc.get(wire.STEP))
+    return Event.from_frames(doc["metadata"], doc.get("frames") or {}, step=doc.get(http_format.STEP))
 
 
 class Client:
@@ -179,12 +179,12 @@ class Client:
 
     def request(self, method: str, path: str, body: Any = None, *, accept: str | None = None,
                 params: Mapping | None = None) -> requests.Response:
-        headers = {"Accept": accept or wire.JSON}
-        if accept == wire.MSGPACK:  # a WSGI player's metadata may come as the JSON it sent: no conversion
-            headers[wire.METADATA_HEADER] = wire.METADATA_AS_SENT
+        headers = {"Accept": accept or http_format.JSON}
+        if accept == http_format.MSGPACK:  # a WSGI player's metadata may come as the JSON it sent: no conversion
+            headers[http_format.METADATA_HEADER] = http_format.METADATA_AS_SENT
         data = None
         if body is not None:
-            headers["Content-Type"], data = wire.encode_request_body(body)
+            headers["Content-Type"], data = http_format.encode_request_body(body)
         if self._direct:
             resp = self._direct_request(method, path, data, headers, params)
             if resp.status_code >= 400:
@@ -211,7 +211,7 @@ class Client:
         """(decoded document, Server-Timing as {name: ms}); ``lazy_metadata`` leaves an AI2-THOR event's
         metadata undecoded for ``Event.from_frames`` (an ML-Agents document is handed to the caller as a dict)."""
         resp = self.request(method, path, body, accept=self.accept, params=params)
-        doc = wire.decode_document(resp.headers.get("Content-Type"), resp.content, lazy_metadata=lazy_metadata)
+        doc = http_format.decode_document(resp.headers.get("Content-Type"), resp.content, lazy_metadata=lazy_metadata)
         return doc, _server_timing(resp)
 
     def close(self) -> None:

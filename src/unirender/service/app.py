@@ -18,7 +18,7 @@ from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
 from unirender.errors import SpecError
-from unirender.service import mlagents_sessions, wire
+from unirender.service import http_format, mlagents_sessions
 from unirender.service.config import ANONYMOUS, ServiceConfig
 from unirender.service.errors import ApiError, from_http_exception, from_unirender_error
 from unirender.service.gathered_body import GatheredBody, takes_gathered_body
@@ -114,13 +114,13 @@ def wire_metadata(event: Any, fmt: str | None, json_as_sent: bool = False) -> di
     client sent ``Unirender-Metadata: as-sent`` (``json_as_sent``), else converted once
     (``Event.metadata_msgpack``); with either, ``step``: the step keys read from it here, so that the client need
     not scan it again. Otherwise (or where the event has no raw form) the decoded dict as ``metadata``."""
-    if fmt == wire.MSGPACK and hasattr(event, "metadata_msgpack"):
+    if fmt == http_format.MSGPACK and hasattr(event, "metadata_msgpack"):
         text = event.metadata_json_document() if json_as_sent else None
         if text is not None:
-            return {wire.METADATA_JSON: text, wire.STEP: event.step_keys()}
+            return {http_format.METADATA_JSON: text, http_format.STEP: event.step_keys()}
         packed = event.metadata_msgpack()
         if packed is not None:
-            return {"metadata": wire.PackedMsgpack(packed), wire.STEP: event.step_keys()}
+            return {"metadata": http_format.PackedMsgpack(packed), http_format.STEP: event.step_keys()}
     return {"metadata": event.metadata}
 
 
@@ -252,9 +252,9 @@ class ServiceApp:
             response = exc.response()
         except HTTPException as exc:
             response = from_http_exception(exc).response()
-        except wire.UnsupportedMediaType as exc:
+        except http_format.UnsupportedMediaType as exc:
             response = ApiError(415, "unsupported_media_type", str(exc)).response()
-        except wire.WireError as exc:
+        except http_format.WireError as exc:
             response = ApiError(400, "malformed_body", str(exc)).response()
         except Exception as exc:  # noqa: BLE001 - every error leaves as JSON, never a traceback page
             err = from_unirender_error(exc)
@@ -308,29 +308,29 @@ class ServiceApp:
             raise ApiError(413, "body_too_large", f"request body of {request.content_length} bytes exceeds "
                            f"the limit of {limit} bytes")
         request.max_content_length = limit
-        body = wire.decode_request_body(request.headers.get("Content-Type"), request.get_data(cache=True))
+        body = http_format.decode_request_body(request.headers.get("Content-Type"), request.get_data(cache=True))
         if isinstance(body, dict | list):
             check_body(body)
         return body
 
     def _format(self, request: Request) -> str:
-        fmt = wire.negotiate(request.headers.get("Accept"))
+        fmt = http_format.negotiate(request.headers.get("Accept"))
         if fmt is None:
-            raise ApiError(406, "not_acceptable", f"Accept one of {', '.join(wire.FORMATS)}")
+            raise ApiError(406, "not_acceptable", f"Accept one of {', '.join(http_format.FORMATS)}")
         return fmt
 
     def _json(self, doc: Any, status: int = 200) -> Response:
-        body = json.dumps(doc, default=wire._json_default)
+        body = json.dumps(doc, default=http_format._json_default)
         self.metrics.bytes_out.labels("json").inc(len(body))
         return Response(body, status=status, mimetype="application/json")
 
     def _encoded(self, doc: dict, fmt: str, environ: dict | None = None) -> EncodedResponse:
         """``doc`` encoded; msgpack for a channel that sends buffers as they are (the service's own server,
         ``environ`` says) as a :class:`GatheredBody` of pieces, its frames never copied into a joined body."""
-        if fmt == wire.MSGPACK and environ is not None and takes_gathered_body(environ):
-            content_type, body = wire.MSGPACK, GatheredBody(wire.msgpack_pieces(doc))
+        if fmt == http_format.MSGPACK and environ is not None and takes_gathered_body(environ):
+            content_type, body = http_format.MSGPACK, GatheredBody(http_format.msgpack_pieces(doc))
         else:
-            content_type, body = wire.encode_document(doc, fmt)
+            content_type, body = http_format.encode_document(doc, fmt)
         size = len(body) if isinstance(body, bytes) else sum(len(c) for c in body)
         self.metrics.bytes_out.labels(fmt.split("/")[-1]).inc(size)
         return EncodedResponse(body, content_type, size)
@@ -475,11 +475,11 @@ class ServiceApp:
     @staticmethod
     def _json_as_sent(request: Request) -> bool:
         """The client takes a WSGI player's metadata as the JSON it sent (``metadata_json``)."""
-        return request.headers.get(wire.METADATA_HEADER, "").strip().lower() == wire.METADATA_AS_SENT
+        return request.headers.get(http_format.METADATA_HEADER, "").strip().lower() == http_format.METADATA_AS_SENT
 
     def _event_response(self, request: Request, event, fmt: str, modalities: list[str] | None,
                         step_s: float = 0.0) -> Response:
-        if fmt == wire.JSON and modalities is None:
+        if fmt == http_format.JSON and modalities is None:
             modalities = []  # JSON carries frames only on request (?modalities=rgb,...)
         started = time.perf_counter()
         resp = self._encoded(event_document(event, modalities, fmt, self._json_as_sent(request)), fmt,

@@ -184,9 +184,9 @@ def _select(frames: dict, wanted: list[str]) -> dict:
 
 
 def respond(app, entry, event, fmt: str, modalities, step_s: float) -> Response:
-    from unirender.service import wire
+    from unirender.service import http_format
 
-    if fmt == wire.JSON and modalities is None:
+    if fmt == http_format.JSON and modalities is None:
         modalities = []  # as for AI2-THOR events: JSON carries frames only on request
     started = time.perf_counter()
     doc = event_document(entry, event)
