@@ -12,12 +12,10 @@ import pytest
 import requests
 import yaml
 
-pytest.importorskip("grpc")
-
-from fixtures import no_leaks  # noqa: E402, F401  (a fixture)
-from unirender._process import ManagedProcess  # noqa: E402
-from unirender.client import Client  # noqa: E402
-from unirender.cluster import create_backend  # noqa: E402
+from fixtures import no_leaks  # noqa: F401  (a fixture)
+from unirender._process import ManagedProcess
+from unirender.client import Client
+from unirender.cluster import create_backend
 
 BEHAVIOR = "ReachTarget?team=0"
 TOKEN = "ml-token-123"
@@ -186,17 +184,13 @@ def test_console_lists_an_mlagents_session(tmp_path):
         app.shutdown(timeout=5)
 
 
-def test_action_policy_limits_agents_and_checks_branches(tmp_path):
-    from unirender.protocol.mlagents.steps import ActionSpec, BehaviorSpec
-    from unirender.service.config import ServiceConfig
+def test_action_check_limits_agents_and_checks_branches():
     from unirender.service.errors import ApiError
-    from unirender.service.policy import ActionPolicy
+    from unirender.service.mlagents_sessions import check_actions
+    from unirender.simulator import BehaviorActions
 
-    policy = ActionPolicy(ServiceConfig(data_root=tmp_path, limits={"agents": 2}))
-    specs = {"B": BehaviorSpec([], ActionSpec(1, (2, 5)))}
-    policy.check_mlagents_actions(
-        {"B": {"continuous": [[0.1], [0.2]], "discrete": [[1, 4], [0, 0]]}}, specs, {"B": 2}
-    )
+    spaces = {"B": BehaviorActions(1, (2, 5))}
+    check_actions({"B": {"continuous": [[0.1], [0.2]], "discrete": [[1, 4], [0, 0]]}}, spaces, {"B": 2}, 2)
     for actions, counts, code, path in (
         ({"B": {}}, {"B": 3}, "too_many_agents", "actions.B"),
         ({"B": {"discrete": [[1, 5], [0, 0]]}}, {"B": 2}, "invalid_action", "actions.B.discrete.0.1"),
@@ -204,5 +198,5 @@ def test_action_policy_limits_agents_and_checks_branches(tmp_path):
         ({"C": {}}, {"B": 2}, "unknown_behavior", "actions.C"),
     ):
         with pytest.raises(ApiError) as info:
-            policy.check_mlagents_actions(actions, specs, counts)
+            check_actions(actions, spaces, counts, 2)
         assert (info.value.status, info.value.code, info.value.details["path"]) == (422, code, path)
