@@ -200,3 +200,37 @@ def test_action_check_limits_agents_and_checks_branches():
         with pytest.raises(ApiError) as info:
             check_actions(actions, spaces, counts, 2)
         assert (info.value.status, info.value.code, info.value.details["path"]) == (422, code, path)
+
+
+def test_service_renders_an_mlagents_episode(service):
+    """POST /v1/render with an ML-Agents game: a temporary game per repeat (its seed), the policy's steps, every
+    frame back as the event documents of a session; the same request twice gives the same frames."""
+    client = Client(service, token=TOKEN)
+    body = {"environment": {"protocol": "mlagents", "executable": "builtin", **ENV},
+            "record": {"sensors": ["CameraSensor"]},
+            "episode": {"steps": 2, "seed": 5, "policy": {"kind": "random", "seed": 1}, "repeat": 2}}  # fmt: skip
+    first = client.request("POST", "/v1/render", body, accept="application/x-msgpack")
+    from unirender import http_format
+
+    events = http_format.decode_document(first.headers["Content-Type"], first.content)["events"]
+    assert len(events) == 6  # (reset + 2 steps) x 2 repeats
+    assert [e["metadata"]["step"] for e in events] == [0, 1, 2, 0, 1, 2]
+    agents = events[0]["metadata"]["behaviors"][BEHAVIOR]["agents"]
+    assert len(agents) == 2 and len(agents[0]["action"]["continuous"]) == 2  # the policy's action, recorded
+    assert sorted(events[1]["frames"]) == ["CameraSensor.0", "CameraSensor.1"]
+    assert events[1]["frames"]["CameraSensor.0"].shape == (32, 32, 3)
+    again = client.request("POST", "/v1/render", body, accept="application/x-msgpack")
+    events_again = http_format.decode_document(again.headers["Content-Type"], again.content)["events"]
+    for a, b in zip(events, events_again, strict=True):
+        assert a["metadata"] == b["metadata"]
+        assert all(np.array_equal(a["frames"][k], b["frames"][k]) for k in a["frames"])
+    assert client.sessions() == []  # every temporary game stopped
+
+    with pytest.raises(Exception) as info:  # refused before any game starts
+        client.request("POST", "/v1/render", {**body, "episode": {"steps": 300, "policy": "zeros"}})
+    assert (getattr(info.value, "status", None), getattr(info.value, "code", None)) == (422, "render_too_large")
+    with pytest.raises(Exception) as info:
+        client.request("POST", "/v1/render", {**body, "record": {"sensors": ["CameraSenser"]}})
+    assert getattr(info.value, "status", None) == 422 and "did you mean 'CameraSensor'" in str(info.value)
+    assert client.sessions() == []
+    client.close()
