@@ -14,8 +14,9 @@ import yaml
 
 from fixtures import no_leaks  # noqa: F401  (a fixture)
 from unirender._process import ManagedProcess
-from unirender.client import Client
+from unirender.client import Client, RemoteMLAgentsSession
 from unirender.cluster import create_backend
+from unirender.remote_events import RemoteMLAgentsEvent
 
 BEHAVIOR = "ReachTarget?team=0"
 TOKEN = "ml-token-123"
@@ -37,9 +38,11 @@ def test_local_backend_holds_an_mlagents_session():
         session = backend.create_session(kwargs)
         try:
             assert isinstance(session.last_event, MLAgentsEvent)  # started and reset
-            spec = session.controller.behavior_specs[BEHAVIOR]
+            from unirender.protocol.mlagents.steps import ActionSpec
+
+            space = session.describe().actions.behaviors[BEHAVIOR]
             decision, _ = session.last_event.steps()
-            actions = spec.action_spec.random(len(decision), np.random.default_rng(0))
+            actions = ActionSpec(space.continuous, space.discrete).random(len(decision), np.random.default_rng(0))
             event = session.step({BEHAVIOR: {"continuous": actions.continuous, "discrete": actions.discrete}})
             assert event.frames()["CameraSensor"].shape == (2, 32, 32, 3)
             assert session.info()["steps"] == 1 and session.info()["pid"]
@@ -80,20 +83,31 @@ def service(tmp_path_factory):
 
 def test_service_creates_and_steps_an_mlagents_session(service):
     client = Client(service, token=TOKEN)
-    with client.mlagents_session(
-        {"executable": "builtin", **ENV}, record={"sensors": ["CameraSensor"]}
+    with client.session(
+        {"protocol": "mlagents", "executable": "builtin", **ENV}, record={"sensors": ["CameraSensor"]}
     ) as session:
+        assert isinstance(session, RemoteMLAgentsSession)
         info = session.info()
         assert info["environment"]["environment"]["protocol"] == "mlagents" and info["pid"]
+        description = session.describe()
+        assert description["family"] == "mlagents" and description["pid"] == info["pid"]
+        assert description["actions"]["behaviors"][BEHAVIOR] == {"continuous": 2, "discrete": [3]}
         actions = {BEHAVIOR: {"continuous": np.full((2, 2), 0.5, np.float32), "discrete": [[0], [2]]}}
-        doc = session.step(actions)
-        agents = doc["metadata"]["behaviors"][BEHAVIOR]["agents"]
+        event = session.step(actions)
+        assert isinstance(event, RemoteMLAgentsEvent) and event.behavior_names == [BEHAVIOR]
+        decision, terminal = event.steps(BEHAVIOR)
+        assert decision.agent_id.tolist() == [0, 1] and decision.agent_id_to_index == {0: 0, 1: 1}
+        assert decision.reward.dtype == np.float32 and len(terminal) == 0
+        agents = event.metadata["behaviors"][BEHAVIOR]["agents"]  # the records as sent, too
         assert [a["id"] for a in agents] == [0, 1] and agents[0]["decision"]
         assert "observations" not in agents[0]  # only the camera is recorded
-        assert sorted(doc["frames"]) == ["CameraSensor.0", "CameraSensor.1"]
-        assert doc["frames"]["CameraSensor.0"].shape == (32, 32, 3)
-        assert doc["frames"]["CameraSensor.0"].dtype == np.uint8
-        assert doc["metadata"]["step"] == 1
+        frames = event.frames()  # the only behavior's decision agents, as MLAgentsEvent.frames()
+        assert list(frames) == ["CameraSensor"] and frames["CameraSensor"].shape == (2, 32, 32, 3)
+        assert frames["CameraSensor"].dtype == np.uint8
+        assert np.array_equal(decision.frame(1, "CameraSensor"), frames["CameraSensor"][1])
+        assert decision.sensor_names == ["CameraSensor"]
+        assert np.allclose(decision.obs[0], frames["CameraSensor"] / 255.0)
+        assert event.step == 1 and session.last_event is event
 
         # a bad action shape is a 422 naming the path, and the session goes on
         for bad, path in (
@@ -111,7 +125,7 @@ def test_service_creates_and_steps_an_mlagents_session(service):
         resp = requests.post(f"{service}/v1/sessions/{session.id}/step", json={"actions": {BEHAVIOR: {
             "continuous": [[True, 1]]}}}, headers={"Authorization": f"Bearer {TOKEN}"})  # fmt: skip
         assert resp.status_code == 422
-        assert session.step({})["metadata"]["step"] == 2  # zeros for every agent
+        assert session.step({}).step == 2  # zeros for every agent
 
         # JSON: frames on request only, a sensor name selects every agent's frame
         url = f"{service}/v1/sessions/{session.id}/step"
@@ -121,8 +135,8 @@ def test_service_creates_and_steps_an_mlagents_session(service):
         resp = requests.post(url, json={}, headers=headers, params={"modalities": "CameraSensor"})
         assert sorted(resp.json()["frames"]) == ["CameraSensor.0", "CameraSensor.1"]
 
-        doc = session.reset(light_intensity=0.2)
-        assert doc["metadata"]["behaviors"][BEHAVIOR]["agents"][0]["decision"]
+        event = session.reset(light_intensity=0.2)
+        assert event.step == session.info()["steps"] and len(event.decision_steps[BEHAVIOR]) == 2
 
     # same auth and limits as AI2-THOR sessions
     anonymous = requests.post(f"{service}/v1/sessions", json={"environment": {"protocol": "mlagents"}})

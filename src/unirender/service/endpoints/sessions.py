@@ -25,22 +25,26 @@ def list_sessions(app, request, owner):
 def create_session(app, request, owner):
     data = app.read_body(request)
     entry = families.family_of_body(data).create_session(app, owner, data)
-    resp = app.json_response(entry.describe(), status=201)
+    resp = app.json_response(session_document(entry), status=201)
     resp.headers["Location"] = f"/v1/sessions/{entry.id}"
     return resp
 
 
-def get_session(app, request, owner, session_id):
-    """The session's record plus ``description``: its player's ``Session.describe()`` (actions, observations,
-    where it runs), ``null`` when the player cannot say (it has just failed)."""
-    entry = app.sessions.get(owner, session_id)
+def session_document(entry) -> dict:
+    """A session's record (``ServiceSession.describe()``) plus ``description``: its player's
+    ``Session.describe().to_dict()`` (family, actions, observations, where it runs), ``None`` when the player
+    cannot say (it has just failed). What ``POST /v1/sessions`` and ``GET /v1/sessions/{id}`` answer."""
     doc = entry.describe()
     try:
         doc["description"] = entry.session.describe().to_dict()
     except Exception as exc:  # noqa: BLE001 - a failed player still has a record to show
-        log.info("session %s cannot describe its player: %s", session_id, exc)
+        log.info("session %s cannot describe its player: %s", entry.id, exc)
         doc["description"] = None
-    return app.json_response(doc)
+    return doc
+
+
+def get_session(app, request, owner, session_id):
+    return app.json_response(session_document(app.sessions.get(owner, session_id)))
 
 
 def delete_session(app, request, owner, session_id):
