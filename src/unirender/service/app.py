@@ -285,8 +285,10 @@ class ServiceApp:
     def step_session(self, owner: str, session_id: str, data: Any):
         """One step of a session as ``POST /v1/sessions/{id}/step`` takes it (its family checks the body), the
         family's event: for the console, which drives sessions of every family."""
+        from unirender.service.one_shot import STARTING
+
         entry = self.sessions.get(owner, session_id)
-        return entry.family.step(self, owner, session_id, data)
+        return (entry.family or STARTING).step(self, owner, session_id, data)
 
     # -- introspection for tests and the server ----------------------------------------------------------
     def owner_data_dir(self, owner: str):

@@ -31,11 +31,35 @@ class RenderDocuments(list):
         self.append(doc)
 
 
+class NotSteppable:
+    """The session adapter (``service.families.SessionAdapter``) of a session that takes no steps or resets from
+    the API: a one-shot render's temporary player (listed among its owner's sessions while it renders), or one
+    whose family has not finished setting it up."""
+
+    def __init__(self, why: str):
+        self.why = why
+
+    def step(self, app: Any, owner: str, session_id: str, data: Any):
+        app.sessions.get(owner, session_id)  # 404/410 first, as for any session
+        raise ApiError(409, "session_busy", f"session {session_id} {self.why}; it takes no steps or resets")
+
+    reset = step
+
+    def document(self, entry, event, modalities, fmt, json_as_sent) -> dict:  # pragma: no cover - never reached
+        raise AssertionError(self.why)
+
+
+ONE_SHOT = NotSteppable("is the temporary player of a one-shot render")
+STARTING = NotSteppable("is still being set up")
+
+
 @contextlib.contextmanager
 def one_shot_session(app: Any, owner: str, controller_kwargs: dict, request_doc: dict) -> Iterator[Any]:
     """A session of ``owner`` (counted against their limits, never restarted) for the length of the block,
-    marked busy (the idle reaper leaves it alone); the backend's ``Session`` is what the block drives."""
+    marked busy (the idle reaper leaves it alone); the backend's ``Session`` is what the block drives. The API
+    cannot step it (:data:`ONE_SHOT`)."""
     entry = app.sessions.create(owner, controller_kwargs, request_doc, auto_restart=False)
+    entry.family = ONE_SHOT
     try:
         with app.sessions.hold(entry) as session:
             yield session
@@ -44,4 +68,5 @@ def one_shot_session(app: Any, owner: str, controller_kwargs: dict, request_doc:
             app.sessions.delete(owner, entry.id, "one-shot render finished")
 
 
-__all__ = ["MAX_RENDER_FRAMES", "RenderDocuments", "check_frame_count", "one_shot_session"]
+__all__ = ["MAX_RENDER_FRAMES", "ONE_SHOT", "STARTING", "NotSteppable", "RenderDocuments", "check_frame_count",
+           "one_shot_session"]

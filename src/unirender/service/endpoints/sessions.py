@@ -14,6 +14,7 @@ from werkzeug.wrappers import Response
 
 from unirender.service import documents, families
 from unirender.service.errors import ApiError
+from unirender.service.one_shot import STARTING
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ def _session(app, owner: str, session_id: str):
         entry = app.sessions.get(owner, session_id)
     except ApiError:
         return None, families.unresolved_session()
-    return entry, entry.family
+    return entry, entry.family or STARTING
 
 
 def step(app, request, owner, session_id):
