@@ -8,7 +8,6 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-import pytest
 
 from unirender.client import Client, RemoteMLAgentsSession, RemoteSession
 from unirender.protocol.event import Event
