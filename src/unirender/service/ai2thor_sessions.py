@@ -45,10 +45,7 @@ def controller_kwargs(app: Any, env, render, scene: str | None, auto_restart: bo
 
 class AI2THORSession:
     """The AI2-THOR view of a session: stateless (what a step may do depends on the session's last event only),
-    so one object serves every AI2-THOR session."""
-
-    def __init__(self, family: AI2THORFamily):
-        self.family = family
+    so one object (:data:`SESSION`) serves every AI2-THOR session."""
 
     @staticmethod
     def check_step(app: Any, owner: str, session_id: str, action: Any) -> None:
@@ -84,16 +81,13 @@ class AI2THORFamily:
     render_body = RenderRequest
     job_body = JobSpec
 
-    def __init__(self) -> None:
-        self.default_session = AI2THORSession(self)
-
     def create_session(self, app: Any, owner: str, data: Any):
         body = validate_body(SessionCreate, data)
         app.policy.check_environment(body.environment, body.render)
         app.policy.check_scene(body.scene, "scene")
         kwargs = controller_kwargs(app, body.environment, body.render, body.scene, body.auto_restart)
         entry = app.sessions.create(owner, kwargs, body.model_dump(mode="json"), auto_restart=body.auto_restart)
-        entry.family = self.default_session
+        entry.adapter = SESSION
         try:
             for camera in body.render.cameras:  # cameras vanish on reset; docs/service.md says so
                 entry.session.step(camera.add_action())
@@ -129,4 +123,5 @@ class AI2THORFamily:
         return spec
 
 
+SESSION = AI2THORSession()
 FAMILY = AI2THORFamily()

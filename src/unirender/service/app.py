@@ -278,9 +278,9 @@ class ServiceApp:
 
     def check_step(self, owner: str, session_id: str, action) -> None:
         """Every limit on one AI2-THOR action sent to a session (the API's step and the console's keys alike)."""
-        from unirender.service.ai2thor_sessions import AI2THORSession
+        from unirender.service.ai2thor_sessions import SESSION
 
-        AI2THORSession.check_step(self, owner, session_id, action)
+        SESSION.check_step(self, owner, session_id, action)
 
     def step_session(self, owner: str, session_id: str, data: Any):
         """One step of a session as ``POST /v1/sessions/{id}/step`` takes it (its family checks the body), the
@@ -288,7 +288,7 @@ class ServiceApp:
         from unirender.service.one_shot import STARTING
 
         entry = self.sessions.get(owner, session_id)
-        return (entry.family or STARTING).step(self, owner, session_id, data)
+        return (entry.adapter or STARTING).step(self, owner, session_id, data)
 
     # -- introspection for tests and the server ----------------------------------------------------------
     def owner_data_dir(self, owner: str):

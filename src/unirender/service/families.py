@@ -2,7 +2,7 @@
 
 A request that starts something (``POST /v1/sessions``, ``/v1/render``, ``/v1/jobs``) names its family in its
 ``environment.protocol`` (AI2-THOR when absent: ``unirender.simulator.family_of``); the family is looked up here
-ONCE, and a session keeps the adapter it got (``ServiceSession.family``, a :class:`SessionAdapter`), so a step or
+ONCE, and a session keeps the adapter it got (``ServiceSession.adapter``, a :class:`SessionAdapter`), so a step or
 a reset never looks the family up again. An adapter declares, per family:
 
 - the bodies (pydantic models, also the OpenAPI schemas): ``session_body``, ``step_body`` (or the name of a
@@ -40,9 +40,7 @@ _lock = threading.Lock()
 
 
 class SessionAdapter(Protocol):
-    """A family's view of one session, kept on its ``ServiceSession`` (``entry.family``) from creation on."""
-
-    family: ServiceFamily
+    """A family's view of one session, kept on its ``ServiceSession`` (``entry.adapter``) from creation on."""
 
     def step(self, app: Any, owner: str, session_id: str, data: Any) -> Any:
         """Check one step's body (400/422 before the player sees it) and step the session; the family's event."""
@@ -108,7 +106,9 @@ def _protocol_error(message: str) -> SpecError:
 def unresolved_session() -> SessionAdapter:
     """What answers a step or reset on a session id that is not (or no longer) there: the AI2-THOR adapter, which
     checks the body first (400/422, as the API always has) and then lets the registry say 404/410."""
-    return family(AI2THOR).default_session
+    from unirender.service.ai2thor_sessions import SESSION
+
+    return SESSION
 
 
 def every_family() -> list[ServiceFamily]:

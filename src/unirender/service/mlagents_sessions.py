@@ -145,8 +145,7 @@ class MLAgentsSession:
     """The ML-Agents view of one session: its action spaces and sensors (from ``Session.describe()`` when it
     started; again when a step brings behaviors the game had not declared yet) and what its events record."""
 
-    def __init__(self, family: MLAgentsFamily, record: RecordSpec, description):
-        self.family = family
+    def __init__(self, record: RecordSpec, description):
         self.record = record
         self._describe(description)
 
@@ -232,8 +231,8 @@ class MLAgentsFamily:
             kwargs["environment_parameters"] = resolve_parameters(body.environment.environment_parameters, 0)
         entry = app.sessions.create(owner, kwargs, body.model_dump(mode="json"), auto_restart=body.auto_restart)
         try:
-            entry.family = MLAgentsSession(self, body.record, entry.session.describe())
-            _check_record(body.record, entry.family.specs)
+            entry.adapter = MLAgentsSession(body.record, entry.session.describe())
+            _check_record(body.record, entry.adapter.specs)
         except BaseException:
             app.sessions.delete(owner, entry.id, "its record section names what the game does not have")
             raise

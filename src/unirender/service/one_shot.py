@@ -59,7 +59,7 @@ def one_shot_session(app: Any, owner: str, controller_kwargs: dict, request_doc:
     marked busy (the idle reaper leaves it alone); the backend's ``Session`` is what the block drives. The API
     cannot step it (:data:`ONE_SHOT`)."""
     entry = app.sessions.create(owner, controller_kwargs, request_doc, auto_restart=False)
-    entry.family = ONE_SHOT
+    entry.adapter = ONE_SHOT
     try:
         with app.sessions.hold(entry) as session:
             yield session

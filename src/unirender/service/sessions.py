@@ -38,7 +38,7 @@ class ServiceSession:
     last_used: float = field(default_factory=time.monotonic)
     busy: int = 0  # requests in flight on this session; the reaper leaves busy sessions alone
     frames: FrameSlot = field(default_factory=FrameSlot)  # latest event for viewers (the web console)
-    family: Any = None  # the family's SessionAdapter (service.families), set by the family that created it
+    adapter: Any = None  # its family's SessionAdapter (service.families), set by the family that created it
 
     def describe(self) -> dict:
         info = self.session.info()

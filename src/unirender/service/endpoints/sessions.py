@@ -1,7 +1,7 @@
 """``/v1/sessions``: create, list, describe and delete sessions, and step and reset them.
 
 The family is looked up once, when the session is created (``service.families``); the session keeps its
-family's :class:`~unirender.service.families.SessionAdapter` (``entry.family``), which checks each step's and
+family's :class:`~unirender.service.families.SessionAdapter` (``entry.adapter``), which checks each step's and
 reset's body and builds the event's document.
 """
 
@@ -60,7 +60,7 @@ def _session(app, owner: str, session_id: str):
         entry = app.sessions.get(owner, session_id)
     except ApiError:
         return None, families.unresolved_session()
-    return entry, entry.family or STARTING
+    return entry, entry.adapter or STARTING
 
 
 def step(app, request, owner, session_id):
@@ -85,7 +85,7 @@ def event_response(app, request, entry, event, fmt: str, modalities: list[str] |
     """The event's document (the session's family's), encoded, with where the time went (W3C Server-Timing:
     player step, then encoding)."""
     started = time.perf_counter()
-    doc = entry.family.document(entry, event, documents.frames_wanted(modalities, fmt), fmt,
+    doc = entry.adapter.document(entry, event, documents.frames_wanted(modalities, fmt), fmt,
                                 app.json_as_sent(request))
     resp = app.encoded_response(doc, fmt, request.environ)
     resp.headers["Server-Timing"] = (
