@@ -171,7 +171,7 @@ class MLAgentsSession:
         return self._seen(app.sessions.get(owner, session_id), event)
 
     def _seen(self, entry, event):
-        if event.new_behaviors:  # a behavior the game had not declared yet: its spaces and sensors
+        if not self.specs.keys() >= event.decision_steps.keys():  # a behavior the game had not declared yet
             self._describe(entry.session.describe())
         return event
 
