@@ -1,16 +1,19 @@
-"""ML-Agents benchmark: ``MLAgentsController`` vs mlagents-envs 0.28.0's ``UnityEnvironment``, side by side in one
-run, both driving the same reference player (``unirender-player`` launched as a Unity build: ReachTarget, 2 agents,
-camera + 8-float vector observation, EGL renderer, time scale 100 so real-time pacing never waits).
+"""ML-Agents benchmark: ``MLAgentsController`` vs mlagents-envs' ``UnityEnvironment``, 0.28.0 (Release 19) and 1.1.0
+(Release 22, the current one), side by side in one run, all driving the same reference player (``unirender-player``
+launched as a Unity build: ReachTarget, 2 agents, camera + 8-float vector observation, EGL renderer, time scale 100
+so real-time pacing never waits). The player forces no package, so each client gets the game its generation
+decodes (0.28: HWC, 1.1 and unirender: CHW); the rendering and the PNG bytes are the same.
 
     .venv/bin/python benchmarks/mlagents.py [--steps N] [--write]
 
-Per size (84x84 and 512x512, PNG camera), per client, best of ``--rounds`` interleaved rounds: steps/s (wall) and the client's CPU time per step
-(``time.process_time`` of the client process: its gRPC threads, message parsing, image decoding, actions). Every
-step both clients read what a trainer reads: unirender the uint8 frames + vector obs ("frames"), and also, in a
-second run, mlagents-envs' float view (``obs``, /255) for a like-for-like comparison. Then 1024x1024 with an
-uncompressed camera (12 MiB of floats per agent): unirender delivers it, mlagents-envs' 4 MiB limit refuses it.
+Per size (84x84 and 512x512, PNG camera), per client, best of ``--rounds`` interleaved rounds: steps/s (wall) and
+the client's CPU time per step (``time.process_time`` of the client process: its gRPC threads, message parsing,
+image decoding, actions). Every step each client reads what a trainer reads: unirender the uint8 frames + vector
+obs ("frames"), and also, in a second run, mlagents-envs' float view (``obs``, /255) for a like-for-like
+comparison. Then 1024x1024 with an uncompressed camera (12 MiB of floats per agent): unirender delivers it,
+mlagents-envs' 4 MiB limit refuses it.
 
-mlagents-envs runs in its own venv (``tests/mlagents/mlagents_envs_venv.py``, built once, needs PyPI).
+mlagents-envs runs in its own venvs (``tests/mlagents/mlagents_envs_venv.py``, built once, need PyPI).
 ``--write`` writes ``benchmarks/results-mlagents.md``.
 """
 
@@ -33,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "mlagents"))
 sys.path.insert(0, str(ROOT / "src"))
 
-from mlagents_envs_venv import ensure_venv, write_player_launcher  # noqa: E402
+from mlagents_envs_venv import VENVS, ensure_venv, write_player_launcher  # noqa: E402
 
 from unirender.mlagents import MLAgentsController  # noqa: E402
 
@@ -82,7 +85,8 @@ def run_mlagents_envs(python: Path, build: Path, size: int, steps: int) -> dict:
     return json.loads(lines[-1])
 
 
-LABELS = ("unirender (uint8 frames)", "unirender (float obs)", "mlagents-envs 0.28.0")
+OURS = ("unirender (uint8 frames)", "unirender (float obs)")
+THEIRS = {version: venv.label for version, venv in VENVS.items()}  # "0.28": "mlagents-envs 0.28.0", ...
 
 
 def best_run(results: list[dict]) -> dict:
@@ -100,50 +104,55 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the best of each client counts")
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
-    python = ensure_venv()
+    pythons = {version: ensure_venv(version) for version in THEIRS}
     rows, lines = [], []
     with tempfile.TemporaryDirectory(prefix="unirender-bench-mlagents-") as tmp:
         png_env = {"UNIRENDER_MLAGENTS_AGENTS": "2", "UNIRENDER_PLAYER_BACKEND": "egl"}
         build = write_player_launcher(Path(tmp), "ReachTarget.x86_64", png_env)
         for size, steps in ((84, args.steps), (512, max(30, args.steps // 3))):
-            # Rounds interleave the three clients; the best round of each counts (other load on a shared machine
-            # only ever adds time, so the minimum is the cleanest estimate of each client's own cost).
-            runs: dict[str, list[dict]] = {label: [] for label in LABELS}
+            # Rounds interleave the clients; the best round of each counts (other load on a shared machine only
+            # ever adds time, so the minimum is the cleanest estimate of each client's own cost).
+            runs: dict[str, list[dict]] = {label: [] for label in (*OURS, *THEIRS.values())}
             for _ in range(args.rounds):
-                runs[LABELS[0]].append(run_unirender(size, steps, "frames", png_env))
-                runs[LABELS[1]].append(run_unirender(size, steps, "obs", png_env))
-                runs[LABELS[2]].append(run_mlagents_envs(python, build.with_suffix(""), size, steps))
+                runs[OURS[0]].append(run_unirender(size, steps, "frames", png_env))
+                runs[OURS[1]].append(run_unirender(size, steps, "obs", png_env))
+                for version, label in THEIRS.items():
+                    runs[label].append(run_mlagents_envs(pythons[version], build.with_suffix(""), size, steps))
             best = {label: best_run(results) for label, results in runs.items()}
-            theirs = best[LABELS[2]]
-            for label in LABELS:
-                r = best[label]
+            for label, r in best.items():
                 if "error" in r:
-                    rows.append((f"{size}x{size}", label, "-", "-", r["error"]))
+                    rows.append((f"{size}x{size}", label, "-", "-", *(["-"] * len(THEIRS)), r["error"]))
                     continue
                 sps, cpu = per_step(r)
-                ratio = per_step(theirs)[1] / cpu if "error" not in theirs else float("nan")
-                rows.append((f"{size}x{size}", label, f"{sps:.0f}", f"{cpu:.2f}",
-                             "1.00x" if label == LABELS[2] else f"{ratio:.2f}x cheaper"))  # fmt: skip
-            for row in rows[-3:]:
+                ratios = []
+                for theirs in THEIRS.values():
+                    other = best[theirs]
+                    ratio = per_step(other)[1] / cpu if "error" not in other else float("nan")
+                    ratios.append(f"{ratio:.2f}x cheaper" if label in OURS else f"{ratio:.2f}x")
+                rows.append((f"{size}x{size}", label, f"{sps:.0f}", f"{cpu:.2f}", *ratios, ""))
+            for row in rows[-len(best):]:
                 print(" | ".join(row), flush=True)
         raw_env = {**png_env, "UNIRENDER_MLAGENTS_CAMERA_COMPRESSION": "none"}
         raw_build = write_player_launcher(Path(tmp), "RawTarget.x86_64", raw_env)
         ours = run_unirender(1024, 3, "frames", raw_env)
-        theirs = run_mlagents_envs(python, raw_build.with_suffix(""), 1024, 3)
         ours_text = f"delivered {ours['shape']} uint8 frames" if "error" not in ours else ours["error"]
-        theirs_text = theirs.get("error") or f"delivered {theirs['shape']}"
-        if "error" in theirs:  # the player quits when its message is refused, as Unity does: say why
-            theirs_text += " (the player was refused: gRPC RESOURCE_EXHAUSTED above the 4 MiB default)"
-        lines.append(f"- 1024x1024 uncompressed camera, 2 agents: unirender {ours_text}; mlagents-envs: {theirs_text}")
-        print(lines[-1])
-    header = ("| size | client | steps/s | client CPU ms/step | vs mlagents-envs |\n"
-              "|---|---|---|---|---|\n")  # fmt: skip
+        lines.append(f"- 1024x1024 uncompressed camera, 2 agents: unirender {ours_text}")
+        for version, label in THEIRS.items():
+            theirs = run_mlagents_envs(pythons[version], raw_build.with_suffix(""), 1024, 3)
+            theirs_text = theirs.get("error") or f"delivered {theirs['shape']}"
+            if "error" in theirs:  # the player quits when its message is refused, as Unity does: say why
+                theirs_text += " (the player was refused: gRPC RESOURCE_EXHAUSTED above the 4 MiB default)"
+            lines.append(f"- the same with {label}: {theirs_text}")
+        print("\n".join(lines))
+    columns = "".join(f" vs {label} |" for label in THEIRS.values())
+    header = f"| size | client | steps/s | client CPU ms/step |{columns} note |\n|---|---|---|---|{'---|' * len(THEIRS)}---|\n"
     table = header + "".join("| " + " | ".join(r) + " |\n" for r in rows)
     if args.write:
         stamp = time.strftime("%Y-%m-%d")
         text = (f"# ML-Agents benchmark ({stamp}, {platform.machine()}, {os.cpu_count()} CPUs, Mesa llvmpipe EGL)\n\n"
                 "`benchmarks/mlagents.py`: same reference player (2 agents, camera + 8 floats, time scale 100), "
-                "side by side in one run.\n\n" + table + "\n" + "\n".join(lines) + "\n")  # fmt: skip
+                f"side by side in one run, best of {args.rounds} interleaved rounds, {args.steps} steps at 84x84 and "
+                f"{max(30, args.steps // 3)} at 512x512.\n\n" + table + "\n" + "\n".join(lines) + "\n")  # fmt: skip
         Path(__file__).with_name("results-mlagents.md").write_text(text)
     return 0
 

@@ -22,6 +22,7 @@ from unirender.protocol import ProtocolError, build_event
 from unirender.protocol.images import parse_depth_format
 from unirender.simulator import (
     AI2THOR,
+    BUILTIN,
     ActionDescription,
     Description,
     ObservationDescription,
@@ -29,7 +30,6 @@ from unirender.simulator import (
 )
 from unirender.transport import PlayerHub, Transport, make_transport
 
-BUILTIN = "builtin"
 # Unity quality names -> -screen-quality index (protocol.md 6.2); "DONOTUSE" (0) is rejected like 5.0.0 does.
 QUALITY_SETTINGS = {
     "Very Low": 1,

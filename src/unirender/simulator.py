@@ -30,6 +30,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 
 AI2THOR, MLAGENTS = "ai2thor", "mlagents"
+BUILTIN = "builtin"  # the executable name of the reference player, in every family
 FAMILIES: tuple[str, ...] = (AI2THOR, MLAGENTS)  # every environment.protocol unirender knows
 
 

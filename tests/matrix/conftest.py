@@ -38,8 +38,11 @@ class Case:
 
     @property
     def environment(self) -> dict:
-        """A spec's ``environment`` section for this family."""
-        return dict(FAMILIES[self.family_id])
+        """A spec's ``environment`` section for this family (AI2-THOR's ``server`` is the spec's ``transport``)."""
+        env = dict(FAMILIES[self.family_id])
+        if "server" in env:
+            env["transport"] = env.pop("server")
+        return env
 
     def backend(self, **options):
         """A session backend of this case's kind (closed when the test ends)."""
@@ -51,6 +54,26 @@ class Case:
         backend = create_backend(self.backend_kind, **options)
         self._request.addfinalizer(backend.close)
         return backend
+
+
+    def service(self, tmp_path, **config) -> str:
+        """A real service (waitress, the production server loop) on 127.0.0.1 over this case's backend, in a
+        thread of this process; its URL. Shut down (players stopped) when the test ends."""
+        import threading
+
+        from unirender.service.config import ServiceConfig
+        from unirender.service.server import Server
+
+        server = Server(ServiceConfig(port=0, data_root=tmp_path / "service", **config), backend=self.backend())
+        thread = threading.Thread(target=server.serve_forever, name="matrix-service", daemon=True)
+        thread.start()
+
+        def stop():
+            server.request_shutdown("test over")
+            thread.join(30)
+
+        self._request.addfinalizer(stop)
+        return server.url
 
 
 @pytest.fixture(scope="session")

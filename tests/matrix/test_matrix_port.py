@@ -48,3 +48,27 @@ def test_a_rendered_first_frame_raises_no_warning(case, recwarn):
     with case.backend().create_session(case.controller_kwargs):
         pass
     assert not [w for w in recwarn if issubclass(w.category, FlatCameraWarning)]
+
+
+def test_no_graphics_on_a_game_with_cameras_is_refused_with_the_reason():
+    from unirender.mlagents import MLAgentsController
+
+    controller = MLAgentsController("builtin", width=32, height=32, platform="EGL", no_graphics=True)
+    with pytest.raises(ValueError, match=r"no_graphics=True, but the game declares camera sensors .*CameraSensor"):
+        controller.reset()
+    assert controller.process is None  # closed: no player left behind
+    with MLAgentsController("builtin", width=32, height=32, platform="EGL", no_graphics=True,
+                            allow_blank_cameras=True) as allowed:  # fmt: skip
+        frames = allowed.reset().frames()["CameraSensor"]
+        assert frames.max() == 0  # black, as Unity's -nographics cameras are
+
+
+def test_the_drop_in_keeps_mlagents_envs_no_graphics_but_warns():
+    from unirender.mlagents import UnityEnvironment
+
+    env = UnityEnvironment(file_name="builtin", no_graphics=True, timeout_wait=60)
+    try:
+        with pytest.warns(FlatCameraWarning, match="CameraSensor"):
+            env.reset()
+    finally:
+        env.close()

@@ -1,10 +1,18 @@
-"""A separate virtualenv with the real third-party ML-Agents client, mlagents-envs 0.28.0, and a launcher that
-makes ``unirender-player`` look like a Unity build to it. Used by the tests and ``benchmarks/mlagents.py``.
+"""Separate virtualenvs with the real third-party ML-Agents client, mlagents-envs 0.28.0 (Release 19) and 1.1.0
+(Release 22, the current one), and a launcher that makes ``unirender-player`` look like a Unity build to them.
+Used by the tests and ``benchmarks/mlagents.py``.
 
-mlagents-envs 0.28.0 runs on Python 3.11 only with these pins (newer protobuf or numpy break its import or its
-first observation), so it can never share unirender's environment. The venv is built once (network to PyPI
-needed, about a minute), under ``~/.cache/unirender/mlagents-0.28-venv`` or ``$UNIRENDER_MLAGENTS_ENVS_VENV``,
-and rebuilt when the pins change.
+Neither runs on Python 3.11 with what pip resolves today, so neither can share unirender's environment:
+
+- 0.28.0 needs protobuf 3.20.x and numpy < 1.24 (newer ones break its import or its first observation);
+- 1.1.0 declares Python <= 3.10.12 and grpcio <= 1.48.2 (no wheel for 3.11), so it is installed without its
+  metadata's requirements (``--no-deps --ignore-requires-python``) next to a working set: the same protobuf, numpy
+  and grpcio as 0.28.0. Its ``UnityEnvironment`` imports only grpc, protobuf, numpy and Pillow; the gym and
+  PettingZoo wrappers its metadata also pulls in are not installed (nothing here uses them).
+
+Each venv is built once (network to PyPI needed, about a minute), under ``~/.cache/unirender/mlagents-<v>-venv``
+(``$UNIRENDER_MLAGENTS_ENVS_VENV`` for 0.28, ``$UNIRENDER_MLAGENTS_ENVS_1_1_VENV`` for 1.1), and rebuilt when its
+pins change. Every version is pinned, for both, so a cached venv is what a fresh build would give.
 """
 
 from __future__ import annotations
@@ -15,26 +23,52 @@ import shutil
 import stat
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-PINS = ["mlagents-envs==0.28.0", "protobuf==3.20.3", "numpy==1.23.5", "grpcio==1.85.3", "pillow==13.0.0",
-        "cloudpickle==3.1.3", "PyYAML==6.0.4"]  # fmt: skip
 DRIVER = Path(__file__).with_name("mlagents_envs_driver.py")
 SRC = Path(__file__).resolve().parents[2] / "src"
+_COMMON = ["protobuf==3.20.3", "numpy==1.23.5", "grpcio==1.85.3", "pillow==13.0.0", "cloudpickle==3.1.3",
+           "PyYAML==6.0.4"]  # fmt: skip
 
 
-def venv_dir() -> Path:
-    default = Path.home() / ".cache" / "unirender" / "mlagents-0.28-venv"
-    return Path(os.environ.get("UNIRENDER_MLAGENTS_ENVS_VENV") or default)
+@dataclass(frozen=True)
+class ClientVenv:
+    version: str  # "0.28" | "1.1"
+    pins: tuple[str, ...]
+    no_deps: bool  # install exactly the pins, without pip resolving the package's declared requirements
+    env_var: str
+    layout: str  # the camera layout this client decodes
+
+    @property
+    def label(self) -> str:
+        return f"mlagents-envs {self.pins[0].split('==')[1]}"
 
 
-def ensure_venv() -> Path:
+VENVS = {
+    "0.28": ClientVenv("0.28", ("mlagents-envs==0.28.0", *_COMMON), False, "UNIRENDER_MLAGENTS_ENVS_VENV", "HWC"),
+    # --no-deps: every package it needs is listed (grpcio's one dependency, typing_extensions, too)
+    "1.1": ClientVenv("1.1", ("mlagents-envs==1.1.0", *_COMMON, "filelock==4.3.2", "typing_extensions==4.16.0"),
+                      True, "UNIRENDER_MLAGENTS_ENVS_1_1_VENV", "CHW"),  # fmt: skip
+}
+
+
+def venv_dir(version: str = "0.28") -> Path:
+    spec = VENVS[version]
+    default = Path.home() / ".cache" / "unirender" / f"mlagents-{version}-venv"
+    return Path(os.environ.get(spec.env_var) or default)
+
+
+def ensure_venv(version: str = "0.28") -> Path:
     """The venv's python, built if missing or built with other pins. Safe against concurrent builders (a lock);
-    a half-built venv is never left under the final name."""
-    target = venv_dir()
+    a half-built venv is never left under the final name. A failed build raises ``CalledProcessError`` (pip's
+    output in ``stderr``) or ``TimeoutExpired``."""
+    spec = VENVS[version]
+    target = venv_dir(version)
     python = target / "bin" / "python"
     stamp = target / "unirender-pins.txt"
-    wanted = "\n".join(PINS) + "\n"
+    flags = ["--no-deps", "--ignore-requires-python"] if spec.no_deps else []
+    wanted = "\n".join([*flags, *spec.pins]) + "\n"
     if python.exists() and stamp.exists() and stamp.read_text() == wanted:
         return python
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -47,7 +81,7 @@ def ensure_venv() -> Path:
         try:
             base = getattr(sys, "_base_executable", sys.executable)
             subprocess.run([base, "-m", "venv", str(building)], check=True, capture_output=True, timeout=300)
-            subprocess.run([str(building / "bin" / "python"), "-m", "pip", "install", "-q", *PINS],
+            subprocess.run([str(building / "bin" / "python"), "-m", "pip", "install", "-q", *flags, *spec.pins],
                            check=True, capture_output=True, timeout=900)  # fmt: skip
             (building / "unirender-pins.txt").write_text(wanted)
             shutil.rmtree(target, ignore_errors=True)

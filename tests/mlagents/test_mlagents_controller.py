@@ -62,11 +62,13 @@ def controller(request):
 
 
 def test_handshake_50_random_steps_and_frames_match_a_render(controller):
-    assert controller.unity.communication_version == "1.5.0" and controller.unity.layout == "HWC"
+    # the player behaves as a current game (package 4.x: CHW) for a current trainer (we announce 1.1.0)
+    assert controller.unity.communication_version == "1.5.0" and controller.unity.layout == "CHW"
+    assert controller.unity.package_version == "4.0.0"
     event = controller.reset()
     spec = controller.behavior_specs[G.BEHAVIOR]
-    assert [(o.name, o.shape) for o in spec.observation_specs] == [("CameraSensor", (84, 84, 3)),
-                                                                   ("VectorSensor_size8", (8,))]  # fmt: skip
+    assert [(o.name, o.shape, o.dimension_property) for o in spec.observation_specs] == [
+        ("CameraSensor", (3, 84, 84), (1, 2, 2)), ("VectorSensor_size8", (8,), (1,))]  # fmt: skip
     assert spec.action_spec.continuous_size == 2 and spec.action_spec.discrete_branches == (3,)
     rng = np.random.default_rng(7)
     stats, both = {}, False
@@ -84,7 +86,7 @@ def test_handshake_50_random_steps_and_frames_match_a_render(controller):
     for i in range(2):
         expected = reference_frame(controller.backend, decision, i)
         np.testing.assert_array_equal(frames[i], expected)
-        np.testing.assert_allclose(decision.obs[0][i], expected / 255.0, atol=1e-6)
+        np.testing.assert_allclose(decision.obs[0][i], expected.transpose(2, 0, 1) / 255.0, atol=1e-6)
     assert len(np.unique(frames[0].reshape(-1, 3), axis=0)) >= 2  # sky and floor at least: not a blank
 
 
@@ -106,19 +108,34 @@ def test_reset_starts_new_episodes_and_light_changes_the_frame(controller):
     controller.step(still)  # the bad call sent nothing: the controller is still usable
 
 
-def test_chw_package_and_engine_resolution():
-    env = {**PLAYER_ENV, "UNIRENDER_MLAGENTS_PACKAGE_VERSION": "3.0.0", "UNIRENDER_MLAGENTS_AGENTS": "1"}
+@pytest.mark.parametrize("package,layout", [("2.2.1-exp.1", "HWC"), ("3.0.0", "CHW")])
+def test_forced_package_and_engine_resolution(package, layout):
+    """UNIRENDER_MLAGENTS_PACKAGE_VERSION fixes the player's generation whatever the trainer announces."""
+    env = {**PLAYER_ENV, "UNIRENDER_MLAGENTS_PACKAGE_VERSION": package, "UNIRENDER_MLAGENTS_AGENTS": "1"}
     with make(width=48, height=32, env=env) as c:
-        assert c.unity.layout == "CHW"
+        assert c.unity.layout == layout and c.unity.package_version == package
         event = c.reset()
         spec = c.behavior_specs[G.BEHAVIOR]
-        assert spec.observation_specs[0].shape == (3, 32, 48)
+        assert spec.observation_specs[0].shape == ((32, 48, 3) if layout == "HWC" else (3, 32, 48))
         decision, _ = event.steps()
         frame = event.frames()["CameraSensor"][0]
-        assert frame.shape == (32, 48, 3)
+        assert frame.shape == (32, 48, 3)  # frames are HWC whatever the game writes
         expected = reference_frame("egl", decision, 0, size=(48, 32))
         np.testing.assert_array_equal(frame, expected)
-        np.testing.assert_allclose(decision.obs[0][0], expected.transpose(2, 0, 1) / 255.0, atol=1e-6)
+        values = expected if layout == "HWC" else expected.transpose(2, 0, 1)
+        np.testing.assert_allclose(decision.obs[0][0], values / 255.0, atol=1e-6)
+
+
+def test_a_trainer_forcing_hwc_gets_a_2x_game():
+    """layout="HWC" announces mlagents-envs 0.28.0: the player then writes a 2.x game's HWC images (it announced
+    4.0.0 before it knew the trainer, as a game must; the sensors' dimension properties say HWC)."""
+    with make(layout="HWC", env={**PLAYER_ENV, "UNIRENDER_MLAGENTS_AGENTS": "1"}) as c:
+        event = c.reset()
+        obs_spec = c.behavior_specs[G.BEHAVIOR].observation_specs[0]
+        assert (obs_spec.shape, obs_spec.dimension_property, obs_spec.layout) == ((84, 84, 3), (2, 2, 1), "HWC")
+        decision, _ = event.steps()
+        np.testing.assert_array_equal(event.frames()["CameraSensor"][0], reference_frame("egl", decision, 0))
+        assert "HWC (a package 2.2.1-exp.1 game, for mlagents-envs 0.28.0)" in open(c.log_path).read()
 
 
 def test_raw_1024_camera_passes_the_message_limit():

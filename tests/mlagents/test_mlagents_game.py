@@ -48,3 +48,34 @@ def test_vector_observation_is_the_float32_state():
     v = g.vector_observation(a)
     assert [v[0], v[1], v[2]] == [a.x, a.z, a.yaw] and len(v) == 8
     assert v[5] == np.float32(g.target[0] - a.x)
+
+
+@pytest.mark.parametrize("forced,trainer,chw,behaves_as", [
+    (None, "0.28.0", False, "a package 2.2.1-exp.1 game, for mlagents-envs 0.28.0"),
+    (None, "0.30.0", False, "a package 2.2.1-exp.1 game, for mlagents-envs 0.30.0"),
+    (None, "1.1.0", True, "a package 4.0.0 game, for mlagents-envs 1.1.0"),
+    (None, "", True, "a package 4.0.0 game, for mlagents-envs (no version)"),  # a custom trainer: current game
+    ("2.2.1-exp.1", "1.1.0", False, "package 2.2.1-exp.1, forced"),  # forced: whatever the trainer says
+    ("3.0.0", "0.28.0", True, "package 3.0.0, forced"),
+])  # fmt: skip
+def test_the_player_follows_the_trainers_generation_unless_a_package_is_forced(forced, trainer, chw, behaves_as):
+    from unirender.player.mlagents.client import MLAgentsPlayer
+    from unirender.player.mlagents.launch import parse_mlagents_launch
+
+    env = {"UNIRENDER_MLAGENTS_PACKAGE_VERSION": forced} if forced else {}
+    player = MLAgentsPlayer(parse_mlagents_launch(["--mlagents-port", "5005", "-nographics"], env))
+    player._settle_layout(trainer)
+    assert (player.chw, player.behaves_as) == (chw, behaves_as)
+
+
+def test_a_trainer_without_hybrid_actions_is_refused_as_unity_refuses_it():
+    from unirender.player.mlagents.client import MLAgentsPlayer, TrainerUnsupported
+    from unirender.player.mlagents.launch import parse_mlagents_launch
+    from unirender.protocol.mlagents import communicator_objects_pb2 as pb
+
+    player = MLAgentsPlayer(parse_mlagents_launch(["--mlagents-port", "5005", "-nographics"], {}))
+    player.pb = pb
+    player._describe(pb.UnityMessageProto())  # a current trainer: described
+    player.brain_sent, player.trainer_hybrid_actions = False, False
+    with pytest.raises(TrainerUnsupported, match="hybrid actions"):
+        player._describe(pb.UnityMessageProto())

@@ -21,7 +21,10 @@ def test_mlagents_envs_argv_is_understood():
     assert is_mlagents_launch(argv)
     config = parse_mlagents_launch(argv, {})
     assert (config.port, config.log_file, config.backend) == (5008, "LOGS/Player-3.log", None)
-    assert (config.width, config.height, config.agents, config.package_version) == (84, 84, 2, "2.2.1-exp.1")
+    # no package forced: the player follows the trainer's generation (client.py)
+    assert (config.width, config.height, config.agents, config.package_version) == (84, 84, 2, None)
+    forced = parse_mlagents_launch(["--mlagents-port", "1"], {"UNIRENDER_MLAGENTS_PACKAGE_VERSION": "2.2.1-exp.1"})
+    assert forced.package_version == "2.2.1-exp.1"
     config = parse_mlagents_launch(["--mlagents-port", "1", "-screen-width", "64", "-force-device-index", "0"],
                                    {"UNIRENDER_PLAYER_BACKEND": "vulkan", "UNIRENDER_MLAGENTS_AGENTS": "3"})  # fmt: skip
     assert (config.backend, config.width, config.device_index, config.agents) == ("vulkan", 64, 0, 3)

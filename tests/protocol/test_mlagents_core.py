@@ -84,14 +84,59 @@ def handshake(protocol: TrainerProtocol, package="2.2.1-exp.1") -> None:
 def test_handshake_reply_bytes_and_reset_bytes():
     p = TrainerProtocol()
     got = p.receive(init_request())
-    # H2 as mlagents-envs 0.28.0 sends it (seed 0 omitted, all seven capabilities, num_areas 1)
+    # H2 as mlagents-envs 1.1.0 sends it (seed 0 omitted, "1.5.0", package "1.1.0", all seven capabilities,
+    # num_areas 1)
     assert got.reply == bytes.fromhex(
-        "0a0308c8011a23122112053" "12e352e301a06302e32382e3022" "0e080110011801200128013001380128" "01"
+        "0a0308c8011a22122012053" "12e352e301a05312e312e3022" "0e080110011801200128013001380128" "01"
     )
     assert got.result is None and p.state is State.AWAIT_ACK
     assert p.receive(bytes.fromhex("0a0308c801")).handshake_done
     assert p.reset() == bytes.fromhex("0a0308c8011a040a022001")
     assert p.close() == CLOSE_MESSAGE == bytes.fromhex("0a03089003")
+
+
+def test_forced_hwc_announces_the_0_28_generation_and_num_areas_is_sent():
+    # H2 exactly as observed from mlagents-envs 0.28.0 (the protocol spec's bytes)
+    assert TrainerProtocol(layout="HWC").receive(init_request()).reply == bytes.fromhex(
+        "0a0308c8011a23122112053" "12e352e301a06302e32382e3022" "0e080110011801200128013001380128" "01"
+    )
+    reply = pb.UnityMessageProto.FromString(TrainerProtocol(num_areas=4, seed=9).receive(init_request()).reply)
+    init = reply.unity_input.rl_initialization_input
+    assert (init.num_areas, init.seed, init.package_version) == (4, 9, "1.1.0")
+    with pytest.raises(ValueError, match="num_areas"):
+        TrainerProtocol(num_areas=0)
+
+
+@pytest.mark.parametrize("package,dims,shape,layout", [
+    ("2.2.1-exp.1", [1, 2, 2], [3, 4, 5], "CHW"),  # the sensor's dimension properties beat the package's layout
+    ("4.0.0", [2, 2, 1], [4, 5, 3], "HWC"),
+    ("4.0.0", [], [3, 4, 5], "CHW"),  # none declared: the package's
+    ("2.2.1-exp.1", [0, 0, 0], [4, 5, 3], "HWC"),
+])  # fmt: skip
+def test_a_sensors_layout_comes_from_its_dimension_properties_then_the_package(package, dims, shape, layout):
+    p = TrainerProtocol()
+    handshake(p, package=package)
+    p.reset()
+    rgb = np.arange(4 * 5 * 3, dtype=np.uint8).reshape(4, 5, 3)
+    camera = visual_obs(rgb, layout)
+    del camera.dimension_properties[:]
+    camera.dimension_properties.extend(dims)
+    assert list(camera.shape) == shape
+    d = p.receive(output_request([pb.AgentInfoProto(id=0, observations=[camera, vector_obs([0, 0, 0])])])).result
+    spec = p.behavior_specs[BEHAVIOR].observation_specs
+    assert spec[0].layout == layout and spec[1].layout is None
+    np.testing.assert_array_equal(d.decision_steps[BEHAVIOR].frames["CameraSensor"][0], rgb)
+
+
+def test_generation_layouts():
+    from unirender.protocol.mlagents.versions import dimension_layout, trainer_layout, unity_package_layout
+
+    assert [unity_package_layout(v) for v in ("2.2.1-exp.1", "2.3.0-exp.3", "3.0.0", "4.0.0", "")] == [
+        "HWC", "HWC", "CHW", "CHW", "HWC"]  # fmt: skip
+    assert [trainer_layout(v) for v in ("0.28.0", "0.30.0", "1.0.0", "1.1.0", "1.2.0.dev0", "", "custom")] == [
+        "HWC", "HWC", "CHW", "CHW", "CHW", None, None]  # fmt: skip
+    assert [dimension_layout(d) for d in ([2, 2, 1], [1, 2, 2], [], [0, 0, 0], [4, 1], [2, 1, 2])] == [
+        "HWC", "CHW", None, None, None, None]  # fmt: skip
 
 
 @pytest.mark.parametrize("theirs", ["2.0.0", "0.15.0", "API-15"])

@@ -36,6 +36,9 @@ class Reporter:
 
     def log(self, message: str) -> None: ...
 
+    def committed(self, unit_id: str, chunk: int, frames: int) -> None:
+        """A chunk was committed (its commit-log line is written); the service records progress here."""
+
     def stop(self) -> None: ...
 
 

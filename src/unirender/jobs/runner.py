@@ -536,6 +536,7 @@ class JobRunner:
             if len(self._committed[unit.id]) == math.ceil(total / self.spec.output.frames_per_shard):
                 self._units_done += 1
         counter[0] += len(records)
+        self.reporter.committed(unit.id, chunk, len(records))
 
     def _run_task(self, wid: int, player, task: Task) -> None:
         render = self.spec.render

@@ -64,6 +64,8 @@ class MLAgentsController(RestartWindow):
         args: tuple[str, ...] | list[str] = (),
         env: Mapping[str, str] | None = None,
         log_dir: str | os.PathLike | None = None,
+        num_areas: int = 1,
+        allow_blank_cameras: bool = False,
     ):
         from unirender.controller import new_log_path
         from unirender.protocol.mlagents.side_channels import Sampler
@@ -91,6 +93,12 @@ class MLAgentsController(RestartWindow):
         self.timeout, self.start_timeout, self.max_restarts = timeout, start_timeout, max_restarts
         self.max_message_bytes = int(max_message_bytes or DEFAULT_MAX_MESSAGE_BYTES)
         self.seed, self.no_graphics = int(seed), bool(no_graphics)
+        # no_graphics with a camera sensor trains on black images ("never converges": ml-agents #6206, #4874):
+        # refused once the game declares its sensors, unless the caller says blank cameras are what it wants.
+        self.allow_blank_cameras = bool(allow_blank_cameras)
+        if isinstance(num_areas, bool) or not isinstance(num_areas, int) or num_areas < 1:
+            raise ValueError(f"num_areas must be a positive int, got {num_areas!r}")
+        self.num_areas = num_areas  # the handshake's: a game with a TrainingAreaReplicator builds that many areas
         self.extra_args, self.extra_env = [str(a) for a in args], dict(env or {})
         self.protocol = None
         self.server = None
@@ -141,6 +149,10 @@ class MLAgentsController(RestartWindow):
         first ``reset()`` (or after a restart) this resets instead, as mlagents-envs does."""
         return self._guarded(lambda: self._step(actions))
 
+    def stop(self) -> None:
+        """The simulator port's name for :meth:`close`."""
+        self.close()
+
     def describe(self):
         """A :class:`unirender.simulator.Description`: where the game runs, and per behavior its action space and
         sensors (camera shapes as ``frames()`` hands them out: H, W, C uint8). Behaviors are known after the
@@ -162,7 +174,7 @@ class MLAgentsController(RestartWindow):
             for obs in spec.observation_specs:
                 key = f"{name}/{obs.name}"
                 if obs.is_visual:
-                    observations.append(ObservationDescription(key, "image", O.hwc_shape(obs.shape, layout),
+                    observations.append(ObservationDescription(key, "image", O.hwc_shape(obs.shape, obs.layout or layout),
                                                                "uint8", camera=True, behavior=name))  # fmt: skip
                 else:
                     observations.append(ObservationDescription(key, "vector", tuple(obs.shape), "float32",
@@ -239,7 +251,7 @@ class MLAgentsController(RestartWindow):
         from unirender.protocol.mlagents.trainer import TrainerProtocol
         from unirender.transport.grpc import ExchangeServer
 
-        self.protocol = TrainerProtocol(seed=self.seed, layout=self.layout)
+        self.protocol = TrainerProtocol(seed=self.seed, num_areas=self.num_areas, layout=self.layout)
         self.server = ExchangeServer(port=self.port_choice, max_message_bytes=self.max_message_bytes)
         port = self.server.start()
         if not self.editor:
@@ -298,7 +310,21 @@ class MLAgentsController(RestartWindow):
     def _receive_event(self):
         got = self.protocol.receive(self.server.receive(self.timeout))
         self.last_event = got.result
+        if self.no_graphics and not self.allow_blank_cameras:
+            self._refuse_blank_cameras()
         return got.result
+
+    def _refuse_blank_cameras(self) -> None:
+        cameras = [f"{name}/{obs.name}" for name, spec in self.protocol.behavior_specs.items()
+                   for obs in spec.observation_specs if obs.is_visual]  # fmt: skip
+        if cameras:
+            self.close()
+            raise ValueError(
+                f"no_graphics=True, but the game declares camera sensors ({', '.join(cameras)}): with "
+                "-nographics Unity renders nothing and every camera observation is black, so a policy trained "
+                "on them learns nothing. Leave no_graphics off (unirender renders headless through EGL, Vulkan "
+                "or Xvfb), or pass allow_blank_cameras=True if blank images are what you want."
+            )
 
     # -- failure handling -----------------------------------------------------------------------------------
     def _guarded(self, operation):

@@ -19,7 +19,7 @@ from unirender.platforms.classes import (
 from unirender.platforms.devices import Device
 from unirender.platforms.probes import refresh as refresh_probes
 from unirender.platforms.request import PlatformRequest, parse_x_display
-from unirender.platforms.resolve import Candidate, Resolution, resolve
+from unirender.platforms.resolve import Candidate, GpuDeviceError, Resolution, resolve
 from unirender.platforms.xvfb import VirtualDisplay, acquire_virtual_display, start_xvfb
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "Candidate",
     "CloudRendering",
     "Device",
+    "GpuDeviceError",
     "Linux64",
     "LinuxHeadlessSimulation",
     "OSXIntel64",

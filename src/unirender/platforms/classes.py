@@ -48,6 +48,19 @@ class Assessment:
     args: list[str] = field(default_factory=list)
     applicable: bool = True
     notes: list[str] = field(default_factory=list)
+    # With a gpu_device: the values this platform would take (from the devices it found), and whether the
+    # platform was refused only because gpu_device is not one of them (resolve() then says so: GpuDeviceError).
+    gpu_indices: list[int] | None = None
+    gpu_mismatch: bool = False
+
+
+def gpu_mismatch(platform: Platform, request: PlatformRequest, valid: list[int], found: str,
+                 devices: list[Device]) -> Assessment:
+    """The verdict for a gpu_device that is none of ``valid``: unusable, with the valid values in the reason."""
+    listed = ", ".join(str(i) for i in valid) if valid else "none"
+    reason = f"gpu_device={request.gpu_device!r}: {platform.name} found {found} (valid gpu_device: {listed})"
+    return Assessment(platform, usable=False, reasons=[reason], devices=devices, gpu_indices=list(valid),
+                      gpu_mismatch=True)
 
 
 class Platform:
@@ -70,9 +83,6 @@ class Platform:
         a = self.assess(request)
         return [] if a.usable else (a.reasons or [f"{self.name} is not usable"])
 
-    def is_valid(self, request: PlatformRequest) -> bool:
-        return not self.validate(request)
-
     def dependency_instructions(self, request: PlatformRequest) -> str:
         return apt_line(self.packages) if self.packages else ""
 
@@ -81,9 +91,6 @@ class Platform:
         if not a.usable:
             raise PlatformError(f"{self.name} is not usable: " + "; ".join(a.reasons))
         return dict(a.env)
-
-    def launch_args(self, request: PlatformRequest) -> list[str]:
-        return list(self.assess(request).args)
 
     def executable_path(self, base_dir: str | os.PathLike, name: str) -> Path:
         """protocol.md 6.1: ``<base_dir>/<name>`` for Linux builds."""
@@ -116,6 +123,8 @@ class Linux64(Platform):
         if request.headless:
             # Unity's -batchmode -nographics renders nothing, so it needs no display (protocol.md 6.2).
             return Assessment(self, usable=True, notes=["headless: no X display needed"])
+        if request.gpu_device is not None:
+            return self._assess_gpu(request)
         reasons: list[str] = []
         preferred = request.x_display  # checked alone when given
         env_display = os.environ.get("DISPLAY")
@@ -140,6 +149,33 @@ class Linux64(Platform):
         return Assessment(
             self, usable=True, devices=devices, device=device, env={"DISPLAY": display}, notes=reasons
         )
+
+    def _assess_gpu(self, request: PlatformRequest) -> Assessment:
+        """gpu_device N on Linux64: the N-th X screen whose GLX renders on a GPU (``unirender xorg-config`` makes
+        GPU i screen ``:d.i``), among every screen found (``x_display``'s only, when given). Whether an X
+        server happens to run decides nothing else: Xvfb and other software screens are never a GPU."""
+        from unirender.platforms.x11 import list_display_numbers, probe_display
+
+        if request.x_display is not None:
+            numbers = [parse_x_display(request.x_display)[0]]
+        else:
+            numbers = list_display_numbers()
+        screens = [s for n in numbers for s in probe_display(n, request.width, request.height).screens]
+        devices = [_screen_device(s.display, s.width, s.height) for s in screens]
+        hardware = []
+        for screen, device in zip(screens, devices, strict=True):
+            if screen.glx:
+                _add_glx_renderer(device, screen.display)
+                if device.kind == "gpu" and not device.software:
+                    hardware.append((screen, device))
+        valid = list(range(len(hardware)))
+        if not isinstance(request.gpu_device, int) or request.gpu_device not in valid:
+            return gpu_mismatch(self, request, valid, f"{len(hardware)} X screen(s) rendering on a GPU", devices)
+        screen, device = hardware[request.gpu_device]
+        if not screen.valid:
+            return Assessment(self, usable=False, reasons=list(screen.errors), devices=devices, gpu_indices=valid)
+        return Assessment(self, usable=True, devices=devices, device=device, env={"DISPLAY": screen.display},
+                          gpu_indices=valid)
 
     def dependency_instructions(self, request: PlatformRequest) -> str:
         return (
@@ -214,13 +250,15 @@ class CloudRendering(Platform):
             by_uuid = isinstance(target, str) and not target.strip().isdigit()
             smi = None if by_uuid else gpus.nvidia_gpu_uuids()  # None when nvidia-smi is absent: fine
             index, why = gpus.map_gpu_device(target, probe["devices"], cuda_visible, smi)
+            if wanted is not None:
+                a.gpu_indices = _mappable_ordinals(probe["devices"], cuda_visible, smi)
             if index is not None:
                 a.args = ["-force-device-index", str(index)]
                 a.device = devices[index]
             elif wanted is not None:  # explicitly asked for: failing is better than a silent CPU fall-back
-                return Assessment(
-                    self, usable=False, reasons=[why or "cannot map gpu_device"], devices=devices
-                )
+                mismatch = gpu_mismatch(self, request, a.gpu_indices, f"{len(a.gpu_indices)} usable GPU(s)", devices)
+                mismatch.reasons[0] += f"; {why or 'cannot map gpu_device'}"
+                return mismatch
             else:
                 a.notes.append(f"CUDA_VISIBLE_DEVICES not mapped to a Vulkan device: {why}")
         if a.device is None:
@@ -241,6 +279,14 @@ class LinuxHeadlessSimulation(CloudRendering):
     (and so the build folder, ``thor-LinuxHeadlessSimulation-<commit>``) differs."""
 
     name = "LinuxHeadlessSimulation"
+
+
+def _mappable_ordinals(vulkan_devices: list[dict], cuda_visible: str | None, smi: list[str] | None) -> list[int]:
+    """The CUDA ordinals that map to a Vulkan device here (what ``gpu_device`` may be on CloudRendering)."""
+    hardware = [d for d in vulkan_devices if not d.get("software")]
+    visible = [v for v in (cuda_visible or "").split(",") if v.strip()]
+    count = max(len(hardware), len(visible), len(smi or []))
+    return [i for i in range(count) if gpus.map_gpu_device(i, vulkan_devices, cuda_visible, smi)[0] is not None]
 
 
 KIND_PREFERENCE = {"discrete": 0, "gpu": 0, "integrated": 1, "virtual": 2, "other": 3, "unknown": 4, "cpu": 5}
@@ -280,8 +326,8 @@ class EGL(Platform):
         if request.gpu_device is not None:
             hardware = [d for d in usable if not d.software]
             if not isinstance(request.gpu_device, int) or request.gpu_device >= len(hardware):
-                why = f"gpu_device={request.gpu_device!r}: EGL has {len(hardware)} hardware device(s)"
-                return Assessment(self, usable=False, reasons=[why], devices=devices)
+                return gpu_mismatch(self, request, list(range(len(hardware))),
+                                    f"{len(hardware)} hardware EGL device(s)", devices)
             device = hardware[request.gpu_device]
         else:
             device = preferred_device(usable)

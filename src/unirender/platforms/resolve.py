@@ -14,7 +14,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from unirender.errors import PlatformError
+from unirender.errors import PlatformError, SpecError
 from unirender.platforms.classes import (
     EGL,
     PACKAGES,
@@ -48,6 +48,8 @@ class Candidate:
     instructions: str = ""
     via: str | None = None
     notes: list[str] = field(default_factory=list)
+    gpu_indices: list[int] | None = None  # see Assessment.gpu_indices
+    gpu_mismatch: bool = False
 
     @property
     def label(self) -> str:
@@ -172,7 +174,33 @@ def _as_platforms(platform: str | Platform | type[Platform] | Sequence) -> tuple
 def _candidate(a: Assessment, request: PlatformRequest) -> Candidate:
     status = "usable" if a.usable else ("unusable" if a.applicable else "not applicable")
     instructions = "" if a.usable or not a.applicable else a.platform.dependency_instructions(request)
-    return Candidate(a.platform, status, list(a.reasons), list(a.devices), instructions, notes=list(a.notes))
+    return Candidate(a.platform, status, list(a.reasons), list(a.devices), instructions, notes=list(a.notes),
+                     gpu_indices=a.gpu_indices, gpu_mismatch=a.gpu_mismatch)
+
+
+class GpuDeviceError(PlatformError, SpecError):
+    """``gpu_device`` is none of the GPUs any candidate platform found: the request's mistake (a 422 from the
+    service), the same answer whatever else this host has (an X server, a virtual display). ``valid``: the
+    values that would have been taken, by platform."""
+
+    def __init__(self, message: str, valid: dict[str, list[int]] | None = None):  # one argument: picklable
+        self.valid = valid or {}
+        PlatformError.__init__(self, message)
+        self.errors = [("environment.gpu_device", message.split("\n", 1)[0])]
+
+
+def _gpu_device_error(request: PlatformRequest, candidates: list[Candidate], explicit: bool) -> GpuDeviceError | None:
+    """The error for a gpu_device no candidate has, or None when some platform failed for another reason while
+    it has that GPU (that is the platform's problem: a PlatformError says so)."""
+    if request.gpu_device is None or not any(c.gpu_mismatch for c in candidates):
+        return None
+    if any(c.gpu_indices is not None and not c.gpu_mismatch for c in candidates):
+        return None
+    valid = {c.label: list(c.gpu_indices or []) for c in candidates if c.gpu_mismatch}
+    everywhere = sorted({i for v in valid.values() for i in v})
+    listed = ", ".join(str(i) for i in everywhere) if everywhere else "none (no GPU was found)"
+    first = f"gpu_device={request.gpu_device!r} is not a GPU of this host; valid gpu_device values: {listed}"
+    return GpuDeviceError(f"{first}\n{_failure_message(request, candidates, explicit)}", valid)
 
 
 def resolve(
@@ -205,6 +233,9 @@ def resolve(
             candidates.extend(Candidate(p, "not evaluated") for p in order[index + 1 :])
             log.info("resolved %s", resolution.explain().replace("\n", " |"))
             return resolution
+    gpu_error = _gpu_device_error(request, candidates, explicit)
+    if gpu_error is not None:
+        raise gpu_error
     raise PlatformError(_failure_message(request, candidates, explicit))
 
 
@@ -225,6 +256,7 @@ def _try_virtual_display(
         candidate.instructions = (
             "for Linux64 on a GPU run a real Xorg (`unirender xorg-config`) and pass x_display"
         )
+        candidate.gpu_indices, candidate.gpu_mismatch = [], True
         return None
     if not xvfb_path():
         candidate.reasons.append("Xvfb is not installed")

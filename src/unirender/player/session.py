@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from dataclasses import dataclass
 
 from unirender.player import actions, encode
@@ -23,6 +22,17 @@ log = logging.getLogger("unirender.player")
 # the Controller follows the first event with ChangeResolution (protocol.md 6.4, 9.14).
 CLOUD_RENDERING_DEFAULT_SIZE = (400, 300)
 DEFAULT_SIZE = (300, 300)
+# The simulated clock behind ``currentTime`` (seconds since the scene was loaded): a function of the actions
+# only, never of the wall clock, so two runs of one job write identical metadata (docs/jobs.md). An action
+# that lets the world run from where it stands takes one physics step of AI2-THOR's default fixedDeltaTime;
+# actions that set state absolutely (Reset, teleports), ask (queries) or configure (Initialize, cameras,
+# resolution, quality) take none. So a job resumed from a teleport, or one action sequence replayed from its
+# reset, reaches each frame at the same simulated time as an uninterrupted run.
+FIXED_DELTA_TIME = 0.02
+TIMED_ACTIONS = frozenset({
+    "Pass", "MoveAhead", "MoveBack", "MoveRight", "MoveLeft", "RotateRight", "RotateLeft", "LookUp", "LookDown",
+    "Crouch", "Stand",
+})  # fmt: skip
 
 
 @dataclass
@@ -91,7 +101,7 @@ class PlayerSession:
         self.renderer = None
         self._scene_uploaded = False
         self._previous_cameras: dict[tuple[str, int], object] = {}
-        self._started = time.monotonic()
+        self.clock_steps = 0  # physics steps since the scene was loaded: currentTime = steps x FIXED_DELTA_TIME
         self.load_scene(scene or builtin_scene_names()[0])
 
     # --- state changes used by actions ---------------------------------------------------------------------
@@ -105,6 +115,7 @@ class PlayerSession:
         self._previous_cameras.clear()
         self._results = [_result_state("", actions.ActionResult()) for _ in world.agents]
         self._loaded_scene = True
+        self.clock_steps = 0
 
     def set_agent_count(self, count: int) -> None:
         cameras = self.world.cameras
@@ -134,6 +145,8 @@ class PlayerSession:
         self._loaded_scene = False
         agent_id, result = actions.dispatch(self, action)
         name = action.get("action")
+        if name in TIMED_ACTIONS and not self._loaded_scene:
+            self.clock_steps += 1
         if self._loaded_scene:  # Reset: every agent of the new scene reports it
             self._results = [_result_state(name, result) for _ in self.world.agents]
         else:
@@ -200,7 +213,7 @@ class PlayerSession:
             from unirender.protocol.unity import order_images
 
             images = order_images(agent_images, camera_images)
-        now = round(time.monotonic() - self._started, 4)
+        now = round(self.clock_steps * FIXED_DELTA_TIME, 4)
         agents_meta = [
             agent_metadata(
                 self.static,

@@ -262,11 +262,6 @@ class RawMetadata(MetadataDocument):
             self._fields = fields if fields is not None else step_fields_of(self._load())
         return self._fields
 
-    def raw_bytes(self) -> bytes:
-        """``raw`` as ``bytes`` (JSON text encoded as UTF-8)."""
-        raw = self.raw
-        return raw.encode("utf-8") if isinstance(raw, str) else bytes(raw)
-
     def __reduce__(self):
         raw = self.raw if isinstance(self.raw, str | bytes) else bytes(self.raw)
         return RawMetadata, (raw, self.format)

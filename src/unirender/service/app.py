@@ -26,6 +26,7 @@ from werkzeug.wrappers import Request, Response
 from unirender.errors import SpecError
 from unirender.service import documents, http_format
 from unirender.service.config import ANONYMOUS, ServiceConfig
+from unirender.service.data_root import DataRoot
 from unirender.service.endpoints import jobs as jobs_api
 from unirender.service.endpoints import meta
 from unirender.service.endpoints import render as render_api
@@ -90,13 +91,19 @@ class ServiceApp:
         self.config = config
         self.metrics = ServiceMetrics()
         self.slots = PlayerSlots(config.limits.total_players)
+        # First the data root's lock and records (a second service on it stops here, before starting anything).
+        self.data_root = DataRoot.open(config.data_root, holder=f"{config.host}:{config.port}")
         if backend is None:
             from unirender.cluster import create_backend
 
             try:
                 backend = create_backend(config.backend, **config.backend_options)
             except (TypeError, ValueError) as exc:  # an option the backend lacks, or a bad value
+                self.data_root.close()
                 raise SpecError(f"invalid service config: backend_options for {config.backend!r}: {exc}") from exc
+            except BaseException:
+                self.data_root.close()
+                raise
         self.backend = backend
         self.hub = player_hub
         self.sessions = SessionRegistry(
@@ -106,9 +113,13 @@ class ServiceApp:
             sessions_per_token=config.limits.sessions_per_token,
             steps_per_second=config.limits.steps_per_second,
             idle_timeout_s=config.idle_timeout_s,
+            store=self.data_root.store,
+            lost_retention_s=config.lost_session_retention_s,
         )
         self.jobs = JobManager(slots=self.slots, metrics=self.metrics, jobs_per_token=config.limits.jobs_per_token,
-                               backend=backend)  # job players live where sessions do (local or Ray)
+                               backend=backend,  # job players live where sessions do (local or Ray)
+                               store=self.data_root.store, data_root=config.data_root,
+                               retention_days=config.job_retention_days)
         self.reaper = IdleReaper(self.sessions, config.reap_interval_s)
         self._tokens = {token: name for name, token in config.tokens.items()}
         self.policy = ActionPolicy(config)  # every limit on every action, whichever endpoint it came from
@@ -124,6 +135,8 @@ class ServiceApp:
     def start(self) -> ServiceApp:
         if not self._started:
             self._started = True
+            self.sessions.recover()  # sessions the previous service left live: listed as lost
+            self.jobs.start()  # jobs it left queued or running: resumed
             self.reaper.start()
         return self
 
@@ -150,6 +163,7 @@ class ServiceApp:
                 self.hub.close()
             except Exception:
                 log.exception("closing the player hub")
+        self.data_root.close()  # last: stopping jobs and sessions writes their records
 
     # -- WSGI --------------------------------------------------------------------------------------------
     def __call__(self, environ, start_response):

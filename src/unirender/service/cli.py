@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from unirender.errors import SpecError
 
@@ -17,7 +18,8 @@ def register(subparsers) -> None:
     p.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="port (default 8200; 0 picks a free one)")
     p.add_argument("--config", default=None, help="YAML/JSON/TOML service config (default $UNIRENDER_CONFIG)")
-    p.add_argument("--data-root", default=None, help="where job outputs and player logs go (default $XDG_DATA_HOME/unirender, i.e. ~/.local/share/unirender)")
+    p.add_argument("--data-root", default=None, help="job outputs, player logs and the service's records (service.sqlite3; one service per data root); "
+                   "default $XDG_DATA_HOME/unirender, i.e. ~/.local/share/unirender")
     p.add_argument("--backend", default=None, choices=["local", "ray"], help="session backend (default local)")
     p.set_defaults(func=run)
 
@@ -32,8 +34,11 @@ def run(args: argparse.Namespace) -> int:
     except SpecError as exc:
         print(f"unirender serve: {exc}")
         return 2
+    from unirender.service.data_root import DataRootError
+    from unirender.service.store import StoreError
+
     try:
         return serve(config)
-    except SpecError as exc:  # e.g. backend_options the backend does not take
-        print(f"unirender serve: {exc}")
+    except (SpecError, DataRootError, StoreError) as exc:  # bad backend_options; the data root is taken or
+        print(f"unirender serve: {exc}", file=sys.stderr)  # its database unusable: nothing was started
         return 2

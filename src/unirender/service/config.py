@@ -33,7 +33,7 @@ class Limits(BaseModel):
     body_bytes: int = Field(4 * 2**20, ge=1024, description="largest client request body")
     pixels: int = Field(2048 * 2048, ge=1, description="largest width x height of a session or job")
     steps_per_second: float = Field(1000.0, gt=0, description="per session; bursts of one second allowed")
-    jobs_per_token: int = Field(2, ge=1, description="running jobs per token")
+    jobs_per_token: int = Field(2, ge=1, description="queued or running jobs per token")
     cameras: int = Field(8, ge=0, description="third-party cameras per session (each renders a full frame)")
     agents: int = Field(256, ge=1, description="ML-Agents decision agents per behavior one step may act for")
 
@@ -63,6 +63,10 @@ class ServiceConfig(BaseModel):
     )
     idle_timeout_s: float = Field(600.0, gt=0, description="sessions idle this long are stopped")
     reap_interval_s: float = Field(5.0, gt=0)
+    # Durable records (docs/service.md, "Restarts"): finished jobs and lost sessions stay listed this long.
+    job_retention_days: float = Field(30.0, gt=0, description="finished jobs stay listed this many days")
+    lost_session_retention_s: float = Field(24 * 3600.0, gt=0, description="sessions lost in a restart "
+                                            "stay listed (as lost, with the reason) this long")
     player_body_bytes: int = Field(512 * 2**20, description="largest POST /train body from a player")
     threads: int | None = Field(None, ge=2, description="WSGI threads; default 2 x total_players + 8")
     # Connection policy (docs/service.md, "Hardening"): idle connections that proved no token go quickly, so

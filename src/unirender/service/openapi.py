@@ -127,6 +127,12 @@ def _op(summary: str, responses: dict, *, body: dict | None = None, params: list
 
 SID = {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string"}}
 JID = {"name": "job_id", "in": "path", "required": True, "schema": {"type": "string"}}
+JOB_PAGE = [
+    {"name": "limit", "in": "query", "required": False,
+     "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}},
+    {"name": "before", "in": "query", "required": False, "schema": {"type": "string"},
+     "description": "a job id: the jobs submitted before it (the previous page's 'next')"},
+]
 MODALITIES = {
     "name": "modalities", "in": "query", "required": False, "schema": {"type": "string"},
     "description": "comma-separated frames to return (rgb,depth,...); 'none' for metadata only",
@@ -185,7 +191,8 @@ def openapi_document(config=None, *, auth_enabled: bool | None = None) -> dict:
                                    "after the reset, each repeat on a fresh game)", _event_responses("EventList"),
                                    body=_body(_names("render_body")), params=[METADATA_AS_SENT])},
         "/v1/jobs": {
-            "get": _op("your jobs", {"200": _json(obj)}),
+            "get": _op("your jobs, newest first, a page at a time ('next': the 'before' of the next page)",
+                       {"200": _json(obj)}, params=JOB_PAGE),
             "post": _op("submit a job spec", {"202": _json(obj, "accepted")}, body=_body(_names("job_body"))),
         },
         "/v1/jobs/{job_id}": {

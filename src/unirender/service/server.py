@@ -194,6 +194,8 @@ def serve(config: ServiceConfig, *, ready_message: bool = True) -> int:
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
+        # Before the ready line: a client that sees it finds every job and session record already taken up.
+        server.app.start()
         if ready_message:
             auth = "bearer tokens required" if config.auth_enabled else "no tokens configured: loopback only"
             print(f"unirender serving on {server.url} ({auth}; {config.wsgi_threads} threads)", flush=True)

@@ -3,6 +3,11 @@
 The backend (``unirender.cluster``) owns the players; this registry only adds what HTTP needs on top: an
 owner per session (anyone else gets 404), a steps-per-second bucket, an idle clock, and what to do when a
 player crashes (restart it if the session asked for that, otherwise end the session and say why).
+
+Sessions cannot outlive their players, and players never outlive the service (``PR_SET_PDEATHSIG``). What does
+outlive it is a record of each live session in the service's database: a service that starts and finds
+records still live (the last one was killed, or shut down while they ran) lists those sessions as ``lost``,
+with the reason, until their owner deletes them or ``lost_session_retention_s`` passes.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from unirender.service.errors import ApiError, from_unirender_error
 from unirender.service.frame_slot import FrameSlot
 from unirender.service.limits import PlayerSlots, TokenBucket
 from unirender.service.metrics import ServiceMetrics
+from unirender.service.store import ServiceStore, SessionRecord
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +71,8 @@ class SessionRegistry:
         sessions_per_token: int,
         steps_per_second: float,
         idle_timeout_s: float,
+        store: ServiceStore | None = None,
+        lost_retention_s: float = 24 * 3600.0,
     ):
         self.backend = backend
         self.slots = slots
@@ -76,6 +84,71 @@ class SessionRegistry:
         self._ended: OrderedDict[str, tuple[str, str]] = OrderedDict()  # id -> (owner, reason)
         self._pending: dict[str, int] = {}  # owner -> sessions being created
         self._lock = threading.Lock()
+        self.store = store
+        self.lost_retention_s = lost_retention_s
+        self._lost: dict[str, SessionRecord] = {}  # live when the previous service stopped; see recover()
+
+    # -- records of sessions a previous service left ------------------------------------------------------
+    LOST_CRASHED = ("the service stopped unexpectedly (killed or crashed) while this session was live; its "
+                    "player was stopped with it")
+    LOST_SHUTDOWN = "the service was shut down while this session was live; its player was stopped"
+
+    def recover(self, now: float | None = None) -> None:
+        """At start: every record still ``live`` belonged to a service that died; they become ``lost``."""
+        if self.store is None:
+            return
+        now = time.time() if now is None else now
+        self.store.mark_sessions_lost(self.LOST_CRASHED, now)
+        self.store.expire_sessions(now - self.lost_retention_s)
+        with self._lock:
+            self._lost = {r.id: r for r in self.store.sessions("lost")}
+
+    def _lost_doc(self, record: SessionRecord) -> dict:
+        doc = {k: v for k, v in record.info.items() if k != "idle_s"}
+        doc.update(id=record.id, state="lost", reason=record.reason, created_at=record.created_at,
+                   lost_at=record.ended_at)
+        return doc
+
+    def describe(self, owner: str, session_id: str) -> dict:
+        """GET /v1/sessions/{id}: a live session, or the record of one lost in a restart."""
+        with self._lock:
+            record = self._lost.get(session_id)
+        if record is not None and record.owner == owner:
+            return self._lost_doc(record)
+        return self.get(owner, session_id).describe()
+
+    def describe_all(self, owner: str) -> list[dict]:
+        """GET /v1/sessions: the owner's live sessions, then those lost in a restart (oldest first)."""
+        with self._lock:
+            lost = [r for r in self._lost.values() if r.owner == owner]
+        return [s.describe() for s in self.list(owner)] + [self._lost_doc(r) for r in lost]
+
+    def expire_lost(self, now: float | None = None) -> int:
+        now = time.time() if now is None else now
+        with self._lock:
+            old = [r.id for r in self._lost.values() if (r.ended_at or 0) < now - self.lost_retention_s]
+            for session_id in old:
+                del self._lost[session_id]
+        if old and self.store is not None:
+            self.store.expire_sessions(now - self.lost_retention_s)
+        return len(old)
+
+    def _record(self, entry: ServiceSession) -> None:
+        if self.store is None:
+            return
+        try:
+            self.store.insert_session(SessionRecord(entry.id, entry.owner, "live", None, entry.describe(),
+                                                    time.time(), None))
+        except Exception:  # the record is a courtesy; the session itself works without it
+            log.exception("recording session %s", entry.id)
+
+    def _forget(self, session_id: str) -> None:
+        if self.store is None:
+            return
+        try:
+            self.store.delete_session(session_id)
+        except Exception:
+            log.exception("removing the record of session %s", session_id)
 
     # -- lookup ----------------------------------------------------------------------------------------
     def get(self, owner: str, session_id: str) -> ServiceSession:
@@ -84,6 +157,9 @@ class SessionRegistry:
             if s is not None and s.owner == owner:
                 return s
             ended = self._ended.get(session_id)
+            lost = self._lost.get(session_id)
+        if lost is not None and lost.owner == owner:
+            raise ApiError(410, "session_ended", f"session {session_id} was lost: {lost.reason}")
         if ended is not None and ended[0] == owner:
             raise ApiError(410, "session_ended", f"session {session_id} has ended: {ended[1]}")
         # Another owner's session is indistinguishable from a missing one.
@@ -125,20 +201,35 @@ class SessionRegistry:
             entry.frames.publish(session.last_event)
         with self._lock:
             self._sessions[entry.id] = entry
+        self._record(entry)
         self._update_gauges()
         return entry
 
     def delete(self, owner: str, session_id: str, reason: str = "deleted by its owner") -> None:
+        with self._lock:
+            record = self._lost.get(session_id)
+            if record is not None and record.owner == owner:  # a lost session's record: deleting removes it
+                del self._lost[session_id]
+        if record is not None and record.owner == owner:
+            self._forget(session_id)
+            return
         entry = self.get(owner, session_id)
         self._end(entry, reason)
 
-    def _end(self, entry: ServiceSession, reason: str) -> None:
+    def _end(self, entry: ServiceSession, reason: str, *, shutdown: bool = False) -> None:
         with self._lock:
             if self._sessions.pop(entry.id, None) is None:
                 return  # somebody else ended it already
             self._ended[entry.id] = (entry.owner, reason)
             while len(self._ended) > self._TOMBSTONES:
                 self._ended.popitem(last=False)
+        if shutdown and self.store is not None:  # listed as lost by the next service
+            try:
+                self.store.mark_sessions_lost(self.LOST_SHUTDOWN, time.time(), [entry.id])
+            except Exception:
+                log.exception("recording session %s as lost", entry.id)
+        else:
+            self._forget(entry.id)
         entry.frames.close()  # its viewers' streams end
         try:
             entry.session.stop()
@@ -151,7 +242,8 @@ class SessionRegistry:
     def stop_all(self, reason: str) -> None:
         with self._lock:
             entries = list(self._sessions.values())
-        threads = [threading.Thread(target=self._end, args=(e, reason), daemon=True) for e in entries]
+        threads = [threading.Thread(target=self._end, args=(e, reason), kwargs={"shutdown": True}, daemon=True)
+                   for e in entries]
         for t in threads:
             t.start()
         for t in threads:
@@ -166,6 +258,7 @@ class SessionRegistry:
             log.info("reaping idle session %s (owner %s)", entry.id, entry.owner)
             self._end(entry, f"idle for more than {self.idle_timeout_s:g} s")
             self.metrics.reaped.inc()
+        self.expire_lost()
         return [e.id for e in idle]
 
     @contextlib.contextmanager

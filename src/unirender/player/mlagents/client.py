@@ -6,6 +6,12 @@ or STEP with the actions for the agents of our last output, in its order), then 
 (agent infos, stats) is the next request. Any status other than 200, or the trainer going away, ends the player.
 Engine configuration honoured: screen resolution = the camera sensor's size, time scale = real-time pacing of the
 0.02 s Academy step (Unity runs physics in real time times the scale).
+
+Camera layout: a Unity game's is fixed by its package (2.x HWC, 3.x and 4.x CHW) and a trainer of the other
+generation fails on the first image. The reference player stands in for the game a user has, so unless
+``UNIRENDER_MLAGENTS_PACKAGE_VERSION`` fixes its package it announces 4.0.0 and then writes what the connecting
+trainer's generation decodes, read from the trainer's ``package_version`` in the handshake: mlagents-envs 0.x
+gets a 2.x game (HWC, dimension properties ``[2, 2, 1]``), 1.x and anything else a 4.x game (CHW, ``[1, 2, 2]``).
 """
 
 from __future__ import annotations
@@ -32,18 +38,22 @@ class TrainerGone(Exception):
     """The trainer closed the communicator or vanished: the player quits."""
 
 
+class TrainerUnsupported(Exception):
+    """The trainer lacks a capability the game needs (Unity throws a UnityAgentsException): the player fails."""
+
+
 class MLAgentsPlayer:
     def __init__(self, config: MLAgentsLaunch):
-        from unirender.protocol.mlagents.versions import CHW, unity_package_layout
-
         self.config = config
-        self.chw = unity_package_layout(config.package_version) == CHW
+        self.chw = True  # settled by the handshake (_settle_layout)
+        self.behaves_as = ""
         self.width, self.height = config.width, config.height
         self.time_scale = 1.0
         self.game = G.ReachTargetGame(config.agents, config.max_step)
         self.samplers: dict[str, tuple] = {}  # key -> (Sampler, rng)
         self.renderer = None
         self.brain_sent = False
+        self.trainer_hybrid_actions = True  # the trainer's hybridActions capability (the handshake)
         self.order: list[int] = []  # agent ids of the non-done infos of our last output, in order
         self.pending_stats: list = []
         self._channel = None
@@ -73,11 +83,13 @@ class MLAgentsPlayer:
                 log.error("couldn't connect to trainer on port %d (%s); quitting", self.config.port, exc.code())
                 return 1
             self._check_ok(reply)
-            seed = reply.unity_input.rl_initialization_input.seed
-            self.game.seed(seed)
-            log.info("connected to trainer: communication %s, package %s, seed %d",
-                     reply.unity_input.rl_initialization_input.communication_version,
-                     reply.unity_input.rl_initialization_input.package_version, seed)  # fmt: skip
+            trainer = reply.unity_input.rl_initialization_input
+            self.game.seed(trainer.seed)
+            self.trainer_hybrid_actions = trainer.capabilities.hybridActions
+            self._settle_layout(trainer.package_version)
+            log.info("connected to trainer: communication %s, package %s, seed %d; camera layout %s (%s)",
+                     trainer.communication_version, trainer.package_version, trainer.seed,
+                     "CHW" if self.chw else "HWC", self.behaves_as)  # fmt: skip
             request = self._header_only()
             while True:
                 try:
@@ -95,8 +107,24 @@ class MLAgentsPlayer:
         except TrainerGone as why:
             log.info("%s; quitting", why)
             return 0
+        except TrainerUnsupported as why:
+            log.error("%s; quitting", why)
+            return 1
         finally:
             self.close()
+
+    def _settle_layout(self, trainer_package: str) -> None:
+        """Fix the camera layout: the forced package's, else the one the trainer's generation decodes."""
+        from unirender.player.mlagents.launch import DEFAULT_PACKAGE_VERSION, HWC_PACKAGE_VERSION
+        from unirender.protocol.mlagents.versions import CHW, HWC, trainer_layout, unity_package_layout
+
+        if self.config.package_version is not None:
+            self.chw = unity_package_layout(self.config.package_version) == CHW
+            self.behaves_as = f"package {self.config.package_version}, forced"
+            return
+        self.chw = trainer_layout(trainer_package) != HWC
+        game = DEFAULT_PACKAGE_VERSION if self.chw else HWC_PACKAGE_VERSION
+        self.behaves_as = f"a package {game} game, for mlagents-envs {trainer_package or '(no version)'}"
 
     def close(self) -> None:
         if self._channel is not None:
@@ -117,13 +145,14 @@ class MLAgentsPlayer:
         return message
 
     def _init_output(self):
+        from unirender.player.mlagents.launch import DEFAULT_PACKAGE_VERSION
         from unirender.protocol.mlagents.trainer import all_capabilities
         from unirender.protocol.mlagents.versions import COMMUNICATION_VERSION
 
         message = self._header_only()
         init = message.unity_output.rl_initialization_output
         init.name, init.communication_version = "AcademySingleton", COMMUNICATION_VERSION
-        init.package_version = self.config.package_version
+        init.package_version = self.config.package_version or DEFAULT_PACKAGE_VERSION
         init.capabilities.CopyFrom(all_capabilities())
         return message
 
@@ -233,6 +262,9 @@ class MLAgentsPlayer:
         return message
 
     def _describe(self, message) -> None:
+        if not self.trainer_hybrid_actions:  # as com.unity.ml-agents' ActionSpec.CheckAllContinuousOrDiscrete
+            raise TrainerUnsupported("the trainer does not support hybrid actions (capability hybridActions), "
+                                     f"and {G.BEHAVIOR} has continuous and discrete actions")  # fmt: skip
         brain = message.unity_output.rl_initialization_output.brain_parameters.add()
         brain.brain_name, brain.is_training = G.BEHAVIOR, True
         brain.action_spec.num_continuous_actions = 2
@@ -325,7 +357,7 @@ def main(argv: list[str]) -> int:
         root.addHandler(handler)
     log.info("starting ML-Agents player: port=%d backend=%s camera=%dx%d agents=%d max_step=%d package=%s",
              config.port, config.backend or "none (-nographics)", config.width, config.height, config.agents,
-             config.max_step, config.package_version)  # fmt: skip
+             config.max_step, config.package_version or "follows the trainer")  # fmt: skip
     player = MLAgentsPlayer(config)
     try:
         return player.run()

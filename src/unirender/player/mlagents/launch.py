@@ -10,7 +10,11 @@ from dataclasses import dataclass
 from unirender.player.launch import BACKENDS, LaunchError
 
 PORT_FLAG = "--mlagents-port"
-DEFAULT_PACKAGE_VERSION = "2.2.1-exp.1"  # com.unity.ml-agents of Release 19: HWC camera images
+# The com.unity.ml-agents version announced when UNIRENDER_MLAGENTS_PACKAGE_VERSION forces none: a current game
+# (4.x, Unity 6: CHW camera images). The player then writes the layout the connecting trainer's generation decodes
+# (client.py); HWC_PACKAGE_VERSION is the 2.x game it then stands in for.
+DEFAULT_PACKAGE_VERSION = "4.0.0"
+HWC_PACKAGE_VERSION = "2.2.1-exp.1"  # com.unity.ml-agents of Release 19
 _VALUE_FLAGS = {PORT_FLAG, "-logFile", "-logfile", "-screen-width", "-screen-height", "-screen-quality",
                 "-screen-fullscreen", "-force-device-index"}  # fmt: skip
 
@@ -23,7 +27,7 @@ class MLAgentsLaunch:
     height: int
     backend: str | None  # None: -nographics (cameras deliver black images, as in Unity)
     device_index: int | None
-    package_version: str  # 3.x announces CHW images, earlier HWC
+    package_version: str | None  # forced (3.x and later CHW, earlier HWC), or None: follow the trainer
     agents: int
     max_step: int
     compression: str = "png"  # the camera sensor's compression: "png" or "none" (raw floats, like Unity's)
@@ -69,7 +73,7 @@ def parse_mlagents_launch(argv: list[str], env: dict[str, str] | None = None) ->
         backend=None if "-nographics" in switches else backend,
         device_index=_int("-force-device-index", flags["-force-device-index"], 0)
         if "-force-device-index" in flags else None,
-        package_version=env.get("UNIRENDER_MLAGENTS_PACKAGE_VERSION", DEFAULT_PACKAGE_VERSION),
+        package_version=env.get("UNIRENDER_MLAGENTS_PACKAGE_VERSION", "").strip() or None,
         agents=_int("UNIRENDER_MLAGENTS_AGENTS", env.get("UNIRENDER_MLAGENTS_AGENTS", "2")),
         max_step=_int("UNIRENDER_MLAGENTS_MAX_STEP", env.get("UNIRENDER_MLAGENTS_MAX_STEP", "500")),
         compression=_compression(env.get("UNIRENDER_MLAGENTS_CAMERA_COMPRESSION", "png")),

@@ -20,6 +20,7 @@ import numpy as np
 
 from unirender.protocol.mlagents import observations as O
 from unirender.protocol.mlagents.errors import MLAgentsProtocolError, ObservationError
+from unirender.protocol.mlagents.versions import HWC, dimension_layout
 
 # DimensionPropertyProto flags
 UNSPECIFIED, NONE, TRANSLATIONAL_EQUIVARIANCE, VARIABLE_SIZE = 0, 1, 2, 4
@@ -29,8 +30,9 @@ UNSPECIFIED, NONE, TRANSLATIONAL_EQUIVARIANCE, VARIABLE_SIZE = 0, 1, 2, 4
 class ObservationSpec:
     shape: tuple[int, ...]  # as declared on the wire (HWC or CHW for cameras)
     dimension_property: tuple[int, ...]
-    observation_type: int
+    observation_type: int  # 0 DEFAULT, 1 GOAL_SIGNAL
     name: str
+    layout: str | None = None  # rank 3 only: "HWC" | "CHW", how this sensor's shape reads (see behavior_spec_from)
 
     @property
     def is_visual(self) -> bool:
@@ -95,17 +97,17 @@ class ActionTuple:
     discrete: np.ndarray | None = None
 
 
-def behavior_spec_from(brain, first_agent) -> BehaviorSpec:
-    """``BrainParametersProto`` + the first AgentInfo of the same message -> :class:`BehaviorSpec`."""
-    specs = [
-        ObservationSpec(
-            tuple(obs.shape),
-            tuple(obs.dimension_properties) or (UNSPECIFIED,) * len(obs.shape),
-            int(obs.observation_type),
-            obs.name,
-        )
-        for obs in first_agent.observations
-    ]
+def behavior_spec_from(brain, first_agent, layout: str = HWC, override: str | None = None) -> BehaviorSpec:
+    """``BrainParametersProto`` + the first AgentInfo of the same message -> :class:`BehaviorSpec`.
+
+    A rank-3 sensor's layout: ``override`` when given, else the one its dimension properties name (``[2, 2, 1]``
+    HWC, ``[1, 2, 2]`` CHW: every camera, render-texture and grid sensor since package 2.0 declares them), else
+    ``layout`` (the game's package generation)."""
+    specs = []
+    for obs in first_agent.observations:
+        dims = tuple(obs.dimension_properties) or (UNSPECIFIED,) * len(obs.shape)
+        sensor_layout = (override or dimension_layout(dims) or layout) if len(obs.shape) == 3 else None
+        specs.append(ObservationSpec(tuple(obs.shape), dims, int(obs.observation_type), obs.name, sensor_layout))
     a = brain.action_spec
     if a.num_continuous_actions == 0 and a.num_discrete_actions == 0:  # a pre-1.3 communicator
         sizes = tuple(brain.vector_action_size_deprecated)
@@ -119,10 +121,12 @@ def behavior_spec_from(brain, first_agent) -> BehaviorSpec:
 
 
 class _Sensors:
-    """Observations of n agents for every sensor of a spec; floats decoded eagerly, images kept as pixels."""
+    """Observations of n agents for every sensor of a spec; floats decoded eagerly, images kept as pixels. A visual
+    sensor reads its shape in its spec's layout (``layout`` for specs that carry none)."""
 
     def __init__(self, infos, spec: BehaviorSpec, layout: str):
-        self._spec, self._layout = spec, layout
+        self._spec = spec
+        self._layouts = [obs_spec.layout or layout for obs_spec in spec.observation_specs]
         self._vectors: dict[int, np.ndarray] = {}
         self._encoded: dict[int, list] = {}  # sensor index -> the agents' ObservationProtos, not decoded yet
         self._decoded: dict[int, np.ndarray] = {}
@@ -141,7 +145,7 @@ class _Sensors:
                     self._values[index] = self._stack([O.float_values(i.observations[index]) for i in infos],
                                                       obs_spec, n)  # fmt: skip
                 else:  # images are decoded on first access (a sensor nobody reads costs nothing)
-                    O.hwc_shape(obs_spec.shape, layout)  # a rank check now, not at first access
+                    O.hwc_shape(obs_spec.shape, self._layouts[index])  # a rank check now, not at first access
                     self._encoded[index] = [info.observations[index] for info in infos]
             else:
                 values = [O.float_values(info.observations[index]) for info in infos]
@@ -153,9 +157,9 @@ class _Sensors:
     def _pixels(self, index: int) -> np.ndarray:
         """(n, H, W, C) pixels of a visual sensor, decoded once."""
         if index not in self._decoded:
-            obs_spec = self._spec.observation_specs[index]
-            h, w, c = O.hwc_shape(obs_spec.shape, self._layout)
-            pixels = [O.pixels_of(obs, self._layout) for obs in self._encoded[index]]
+            obs_spec, layout = self._spec.observation_specs[index], self._layouts[index]
+            h, w, c = O.hwc_shape(obs_spec.shape, layout)
+            pixels = [O.pixels_of(obs, layout) for obs in self._encoded[index]]
             if any(p.shape != (h, w, c) for p in pixels):
                 raise ObservationError(f"sensor {obs_spec.name!r}: an agent's image is not {(h, w, c)}")
             if not pixels:
@@ -179,7 +183,7 @@ class _Sensors:
             return self._vectors[index]
         if index in self._values:
             return self._values[index]
-        return O.pixels_to_values(self._pixels(index), self._layout)
+        return O.pixels_to_values(self._pixels(index), self._layouts[index])
 
     def __len__(self) -> int:
         return len(self._spec.observation_specs)
@@ -191,7 +195,7 @@ class _Sensors:
                 out[obs_spec.name] = O.to_frame(self._pixels(index))
             elif index in self._values:
                 values = self._values[index]
-                hwc = values.transpose(0, 2, 3, 1) if self._layout == O.CHW else values
+                hwc = values.transpose(0, 2, 3, 1) if self._layouts[index] == O.CHW else values
                 out[obs_spec.name] = O.to_frame(hwc * np.float32(255.0))
         return out
 

@@ -37,14 +37,19 @@ from unirender.protocol.mlagents.steps import (
 )
 from unirender.protocol.mlagents.versions import (
     COMMUNICATION_VERSION,
+    HWC,
     check_communication_version,
     check_layout,
     unity_package_layout,
 )
 
 OK, CLOSE = 200, 400
-# What we announce as our package: the mlagents-envs generation whose messages (and HWC images) we match.
-PACKAGE_VERSION = "0.28.0"
+# What we announce as our package: the current mlagents-envs, whose messages we match. A real game ignores it
+# (com.unity.ml-agents 2.x-4.x only log it); a game that adapts to its trainer, like the reference player, reads
+# its generation's image layout from it: 1.x CHW, 0.x HWC. We decode either, so we announce the HWC generation
+# only when the caller forces HWC.
+PACKAGE_VERSION = "1.1.0"
+HWC_PACKAGE_VERSION = "0.28.0"
 
 
 class State(enum.Enum):
@@ -63,7 +68,7 @@ class UnityInfo:
     communication_version: str
     package_version: str
     capabilities: dict[str, bool]
-    layout: str  # HWC | CHW: from package_version unless overridden
+    layout: str  # HWC | CHW: the package generation's (unless overridden); see ObservationSpec.layout per sensor
 
 
 @dataclass
@@ -138,11 +143,15 @@ class TrainerProtocol:
         seed: int = 0,
         num_areas: int = 1,
         layout: str | None = None,
-        package_version: str = PACKAGE_VERSION,
+        package_version: str | None = None,
         communication_version: str = COMMUNICATION_VERSION,
     ):
         self.seed, self.num_areas = int(seed), int(num_areas)
+        if self.num_areas < 1:
+            raise ValueError(f"num_areas must be >= 1, got {num_areas!r}")
         self.layout_override = check_layout(layout)
+        if package_version is None:
+            package_version = HWC_PACKAGE_VERSION if self.layout_override == HWC else PACKAGE_VERSION
         self.package_version, self.communication_version = package_version, communication_version
         self.state = State.AWAIT_INIT
         self.unity: UnityInfo | None = None
@@ -203,10 +212,11 @@ class TrainerProtocol:
         for brain in output.rl_initialization_output.brain_parameters:
             name = brain.brain_name
             if name not in self.behavior_specs and name in infos and len(infos[name].value):
-                self.behavior_specs[name] = behavior_spec_from(brain, infos[name].value[0])
+                self.behavior_specs[name] = behavior_spec_from(brain, infos[name].value[0], self._layout(),
+                                                               self.layout_override)  # fmt: skip
                 new.append(name)
         decision, terminal = {}, {}
-        layout = self.unity.layout if self.unity else unity_package_layout("")
+        layout = self._layout()
         for name, spec in self.behavior_specs.items():
             agent_infos = infos[name].value if name in infos else []
             decision[name], terminal[name] = split_steps(agent_infos, spec, layout)
@@ -220,6 +230,9 @@ class TrainerProtocol:
             else:
                 others.append(record)
         return MLAgentsEvent(decision, terminal, dict(stats), others, new)
+
+    def _layout(self) -> str:
+        return self.unity.layout if self.unity else unity_package_layout("")
 
     # -- us -> Unity (answers to the pending call) -----------------------------------------------------------
     def reset(self, side_channel: Iterable[sc.SideChannelMessage] = ()) -> bytes:

@@ -1,8 +1,10 @@
 """Communication API version checks and the visual-observation layout of each package generation.
 
 The communication version ("1.5.0") says which messages exist; it does not say how camera images are laid out:
-com.unity.ml-agents 2.x (mlagents-envs <= 0.30) writes ``[H, W, C]``, 3.x (mlagents-envs >= 1.0) ``[C, H, W]``,
-both announcing "1.5.0". The layout therefore follows the peer's ``package_version``.
+com.unity.ml-agents 2.x (mlagents-envs <= 0.30) writes ``[H, W, C]``, 3.x and 4.x (mlagents-envs >= 1.0)
+``[C, H, W]``, all announcing "1.5.0". The layout therefore follows the peer's ``package_version`` (a game's:
+:func:`unity_package_layout`; a trainer's: :func:`trainer_layout`), and, per observation, the dimension properties
+a camera-like sensor declares (:func:`dimension_layout`), which name the channel axis.
 """
 
 from __future__ import annotations
@@ -58,10 +60,25 @@ def unity_package_layout(package_version: str) -> str:
     return CHW if major is not None and major >= 3 else HWC
 
 
-def python_package_layout(package_version: str) -> str:
-    """The layout an mlagents-envs version expects: 1.x and later CHW, 0.x (or unknown) HWC."""
+def trainer_layout(package_version: str) -> str | None:
+    """The layout an mlagents-envs version decodes: 1.x and later CHW, 0.x HWC; None when the version has no
+    leading number (a custom trainer: the game keeps its own layout)."""
     major = _major(package_version)
-    return CHW if major is not None and major >= 1 else HWC
+    if major is None:
+        return None
+    return CHW if major >= 1 else HWC
+
+
+# DimensionPropertyProto: NONE marks the channel axis of a visual sensor, TRANSLATIONAL_EQUIVARIANCE the two
+# spatial ones (ObservationSpec.Visual in every package since 2.0).
+_NONE, _TRANSLATIONAL = 1, 2
+_DIMENSION_LAYOUTS = {(_TRANSLATIONAL, _TRANSLATIONAL, _NONE): HWC, (_NONE, _TRANSLATIONAL, _TRANSLATIONAL): CHW}
+
+
+def dimension_layout(dimension_properties) -> str | None:
+    """The layout a rank-3 observation's dimension properties name (``[2, 2, 1]`` HWC, ``[1, 2, 2]`` CHW), or None
+    when they name none (empty, unspecified, or anything else a custom sensor declares)."""
+    return _DIMENSION_LAYOUTS.get(tuple(int(d) for d in dimension_properties))
 
 
 def check_layout(layout: str | None) -> str | None:

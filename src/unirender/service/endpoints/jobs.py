@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from unirender.service import families
 from unirender.service.errors import ApiError
+from unirender.service.jobs import page_arguments
 from unirender.service.paths import resolve_output_dir
 
 
 def list_jobs(app, request, owner):
-    return app.json_response({"jobs": [j.describe() for j in app.jobs.list(owner)]})
+    """The owner's jobs, newest first, a page at a time (``?limit=&before=``; ``next``: the next page's
+    ``before``)."""
+    jobs, next_page = app.jobs.page(owner, *page_arguments(request.args))
+    return app.json_response({"jobs": [j.describe() for j in jobs], "next": next_page})
 
 
 def submit_job(app, request, owner):

@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 
 
 def list_sessions(app, request, owner):
-    return app.json_response({"sessions": [s.describe() for s in app.sessions.list(owner)]})
+    """The owner's live sessions, then those lost in a restart."""
+    return app.json_response({"sessions": app.sessions.describe_all(owner)})
 
 
 def create_session(app, request, owner):
@@ -31,11 +32,15 @@ def create_session(app, request, owner):
     return resp
 
 
-def session_document(entry) -> dict:
-    """A session's record (``ServiceSession.describe()``) plus ``description``: its player's
+def session_document(entry, doc: dict | None = None) -> dict:
+    """A session's record (``doc``, default ``ServiceSession.describe()``) plus ``description``: its player's
     ``Session.describe().to_dict()`` (family, actions, observations, where it runs), ``None`` when the player
-    cannot say (it has just failed). What ``POST /v1/sessions`` and ``GET /v1/sessions/{id}`` answer."""
-    doc = entry.describe()
+    cannot say (it has just failed, or was lost in a restart: ``entry`` None). What ``POST /v1/sessions`` and
+    ``GET /v1/sessions/{id}`` answer."""
+    doc = entry.describe() if doc is None else doc
+    if entry is None:
+        doc["description"] = None
+        return doc
     try:
         doc["description"] = entry.session.describe().to_dict()
     except Exception as exc:  # noqa: BLE001 - a failed player still has a record to show
@@ -45,7 +50,12 @@ def session_document(entry) -> dict:
 
 
 def get_session(app, request, owner, session_id):
-    return app.json_response(session_document(app.sessions.get(owner, session_id)))
+    doc = app.sessions.describe(owner, session_id)  # a live session, or the record of one lost in a restart
+    try:
+        entry = app.sessions.get(owner, session_id)
+    except ApiError:  # lost in a restart: its record only
+        entry = None
+    return app.json_response(session_document(entry, doc))
 
 
 def delete_session(app, request, owner, session_id):

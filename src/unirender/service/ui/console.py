@@ -11,6 +11,7 @@ import logging
 import mimetypes
 import threading
 import time
+import weakref
 from importlib import resources
 from urllib.parse import quote, urlsplit
 
@@ -23,19 +24,14 @@ from werkzeug.wrappers import Request, Response
 from unirender.service.errors import ApiError, from_http_exception, from_unirender_error
 from unirender.service.jobs import FINAL, SUCCEEDED, Job
 from unirender.service.ui.auth import COOKIE, SECURITY_HEADERS, ConsoleAuth
-from unirender.service.ui.images import UnknownView, available_views, check_view, encode_image
+from unirender.service.ui.families import DEFAULT_KEYS, UnknownView, console_family
+from unirender.service.ui.images import encode_image
 from unirender.service.ui.stream import DEFAULT_FPS, MAX_FPS, ViewerStream
 
 log = logging.getLogger(__name__)
 
 PREFIX = "/ui"
 STATIC_FILES = {"console.css", "console.js", "session.js", "jobs.js"}
-
-# Keyboard -> action (the page lets a person change it; kept in the browser's localStorage).
-DEFAULT_KEYS = {
-    "w": "MoveAhead", "a": "MoveLeft", "s": "MoveBack", "d": "MoveRight",
-    "ArrowLeft": "RotateLeft", "ArrowRight": "RotateRight", "ArrowUp": "LookUp", "ArrowDown": "LookDown",
-}
 
 URLS = Map(
     [
@@ -85,6 +81,8 @@ class Console:
         # Each live view holds a server thread: at most half of them, so the API always has the other half.
         self.max_viewers = max_viewers or max(1, app.config.wsgi_threads // 2)
         self._viewers: dict[str, list[ViewerStream]] = {}
+        # Session -> its Description; weak: gone with the session
+        self._descriptions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._viewers_lock = threading.Lock()
         self.templates = Environment(loader=PackageLoader("unirender.service.ui", "templates"),
                                      autoescape=select_autoescape(default=True), trim_blocks=True,
@@ -186,11 +184,22 @@ class Console:
     def _session_doc(self, entry) -> dict:
         info = entry.describe()
         env = (entry.environment or {}).get("environment") or {}
-        info.update(width=env.get("width"), height=env.get("height"), transport=env.get("transport", "fifo"),
-                    scene=(entry.environment or {}).get("scene") or (getattr(entry.session.last_event, "metadata",
-                        None) or {}).get("sceneName"),  # an ML-Agents event has no metadata: no scene
-                    viewers=self._viewer_docs(entry.id), frames_published=entry.frames.seq)
+        family = console_family(entry.session.family)
+        info.update(width=env.get("width"), height=env.get("height"), transport=family.transport(env),
+                    scene=(entry.environment or {}).get("scene") or family.scene(entry.session.last_event),
+                    family=family.family, viewers=self._viewer_docs(entry.id), frames_published=entry.frames.seq)
         return info
+
+    def _description(self, entry):
+        """The session's ``Description`` (its declared actions drive an ML-Agents page), asked once per session:
+        on the Ray backend it is a call to the actor."""
+        with self._viewers_lock:
+            cached = self._descriptions.get(entry.session)
+        if cached is None:
+            cached = entry.session.describe()
+            with self._viewers_lock:
+                self._descriptions[entry.session] = cached
+        return cached
 
     def ep_index(self, request, owner):
         return self._page(request, "index.html", owner, status_doc=self._status_doc(owner))
@@ -201,8 +210,11 @@ class Console:
     # -- a session ------------------------------------------------------------------------------------------
     def ep_session(self, request, owner, session_id):
         entry = self.app.sessions.get(owner, session_id)
-        views = available_views(entry.session.last_event)
+        family = console_family(entry.session.family)
+        views = family.views(entry.session.last_event)
+        controls = family.controls(self._description(entry))
         return self._page(request, "session.html", owner, s=self._session_doc(entry), views=views,
+                          drive=family.template, controls=controls, controls_json=json.dumps(controls),
                           keys=json.dumps(DEFAULT_KEYS), key_rows=DEFAULT_KEYS.items())
 
     def ep_session_status(self, request, owner, session_id):
@@ -210,17 +222,18 @@ class Console:
 
     def ep_action(self, request, owner, session_id):
         body = self.app._body(request)
-        self.app.check_step(owner, session_id, body)
-        event = self.app.sessions.step(owner, session_id, body)
-        meta = event.metadata
-        return self._json({"action": body["action"], "success": meta.get("lastActionSuccess"),
-                           "error": meta.get("errorMessage") or "",
-                           "steps": self.app.sessions.get(owner, session_id).session.steps})
+        entry = self.app.sessions.get(owner, session_id)
+        family = console_family(entry.session.family)
+        action, label = family.action(body, entry.session.last_event, self._description(entry))
+        family.check(self.app, owner, session_id, action)  # every limit the API's step has
+        event = self.app.sessions.step(owner, session_id, action)
+        return self._json({**family.result(event, label), "steps": entry.session.steps})
 
     def ep_stream(self, request, owner, session_id):
         entry = self.app.sessions.get(owner, session_id)
         try:
-            view = check_view(request.args.get("view", "frame"))
+            family = console_family(entry.session.family)
+            view = family.check_view(request.args.get("view") or family.views(entry.session.last_event)[0][0])
         except UnknownView as exc:
             raise ApiError(400, "invalid_parameter", str(exc)) from None
         try:
@@ -235,7 +248,7 @@ class Console:
             if not entry.frames.attach_viewer():
                 raise ApiError(429, "too_many_viewers", f"session {session_id} has its "
                                f"{entry.frames.max_viewers} live views already", headers={"Retry-After": "5"})
-            stream = ViewerStream(entry.frames, view, request.environ,
+            stream = ViewerStream(entry.frames, view, request.environ, family=family,
                                   stopping=lambda: self.app.draining, on_close=self._viewer_closed(session_id),
                                   fps=fps)
             self._viewers.setdefault(session_id, []).append(stream)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from unirender.service.frame_slot import FrameSlot
-from unirender.service.ui.images import encode_image, view_array
+from unirender.service.ui.images import encode_image
 
 # The socket's send buffer: two frames' worth of the first frame sent (Linux doubles it, so ~4 frames can be in
 # flight), at least SEND_BUFFER_MIN; the default autotunes to megabytes, i.e. seconds of frames for a slow reader.
@@ -45,20 +45,19 @@ def waitress_channel(environ: dict) -> Any:
     return getattr(check, "__self__", None)
 
 
-def sse_frame(seq: int, published_at: float, event: Any, view: str) -> bytes | None:
-    """One SSE ``frame`` event (id = the slot's sequence number), or None when the event lacks the view."""
-    array = view_array(event, view) if event is not None else None
+def sse_frame(seq: int, published_at: float, event: Any, view: str, family: Any) -> bytes | None:
+    """One SSE ``frame`` event (id = the slot's sequence number), or None when the event lacks the view.
+    ``family``: the session's console adapter (``ui.families``), which knows the event's views and captions."""
+    array = family.view_array(event, view) if event is not None else None
     if array is None:
         return None
     mime, data = encode_image(view, array)
-    meta = event.metadata or {}
     doc = {
         "seq": seq,
         "rendered_ms": round(published_at * 1000, 1),  # wall clock: the page's latency = its now - this
         "encoded_ms": round(time.time() * 1000, 1),
         "width": int(array.shape[1]), "height": int(array.shape[0]),
-        "action": meta.get("lastAction"), "success": meta.get("lastActionSuccess"),
-        "error": meta.get("errorMessage") or "",
+        **family.caption(event),
         "image": f"data:{mime};base64,{base64.b64encode(data).decode()}",
     }
     return f"id: {seq}\nevent: frame\ndata: {json.dumps(doc)}\n\n".encode()
@@ -67,10 +66,11 @@ def sse_frame(seq: int, published_at: float, event: Any, view: str) -> bytes | N
 class ViewerStream:
     """The WSGI body of one viewer. ``close()`` (called by the server when it ends) releases the viewer slot."""
 
-    def __init__(self, slot: FrameSlot, view: str, environ: dict, *, stopping: Callable[[], bool],
+    def __init__(self, slot: FrameSlot, view: str, environ: dict, *, family: Any, stopping: Callable[[], bool],
                  on_close: Callable[[ViewerStream], None], fps: float = DEFAULT_FPS):
         self.slot = slot
         self.view = view
+        self.family = family  # the session's console adapter (ui.families): its views and captions
         self.interval = 1.0 / min(MAX_FPS, max(0.1, fps))
         self.stopping = stopping
         self.on_close = on_close
@@ -145,7 +145,8 @@ class ViewerStream:
             if shown:
                 self.skipped += max(0, seq - shown - 1)
             shown = seq
-            payload = self.slot.encoded(seq, self.view, sse_frame, seq, published_at, event, self.view)
+            payload = self.slot.encoded(seq, self.view, sse_frame, seq, published_at, event, self.view,
+                                         self.family)
             if payload is None:
                 continue
             if not self._buffer_set:

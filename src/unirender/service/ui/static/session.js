@@ -60,42 +60,87 @@
   setInterval(status, 1000);
 
   // -- actions --------------------------------------------------------------------------------------------
-  function keymap() {
-    try { return JSON.parse(localStorage.getItem(STORE) || "null") || Object.assign({}, defaults); }
-    catch (e) { return Object.assign({}, defaults); }
-  }
-  let keys = keymap();
+  // One request in flight and at most one queued (the latest): a held key does not pile up steps.
   let inFlight = false, pending = null;
-  async function send(action) {
-    if (inFlight) { pending = action; return; } // at most one queued: a held key does not pile up steps
+  async function send(body, label) {
+    if (inFlight) { pending = [body, label]; return; }
     inFlight = true;
     try {
       const resp = await fetch(root.dataset.action, {
         method: "POST", credentials: "same-origin",
         headers: {"Content-Type": "application/json", "X-CSRF-Token": csrf},
-        body: JSON.stringify({action: action}),
+        body: JSON.stringify(body),
       });
       const doc = await resp.json();
-      if (!resp.ok) out("last-action").textContent = action + ": refused: " + ((doc.error || {}).message || resp.status);
-      else out("last-action").textContent = action + ": " + (doc.success ? "succeeded" : "failed: " + doc.error) +
-        " (step " + doc.steps + ")";
+      if (!resp.ok) out("last-action").textContent = label + ": refused: " + ((doc.error || {}).message || resp.status);
+      else if (doc.success === false) out("last-action").textContent = doc.action + ": failed: " + doc.error + " (step " + doc.steps + ")";
+      else out("last-action").textContent = doc.action + ": succeeded" +
+        (doc.reward !== undefined ? ", reward " + doc.reward : "") + " (step " + doc.steps + ")";
     } catch (e) {
-      out("last-action").textContent = action + ": not sent (" + e + ")";
+      out("last-action").textContent = label + ": not sent (" + e + ")";
     } finally {
       inFlight = false;
-      if (pending) { const next = pending; pending = null; send(next); }
+      if (pending) { const next = pending; pending = null; send(next[0], next[1]); }
     }
   }
-  document.querySelectorAll("button.act").forEach(b => b.addEventListener("click", () => send(b.dataset.action)));
+  function inField(t) { return t && (t.tagName === "INPUT" || t.tagName === "SELECT" || t.tagName === "TEXTAREA"); }
+  const keyOf = ev => ev.key.length === 1 ? ev.key.toLowerCase() : ev.key;
+
+  // ML-Agents: the behavior's declared actions; keys drive the first behavior's form.
+  const behaviors = document.querySelectorAll("form.behavior");
+  if (behaviors.length) {
+    function bodyOf(form) {
+      const continuous = [...form.querySelectorAll("input[data-axis]")].map(i => Number(i.value));
+      const discrete = [...form.querySelectorAll("select[data-branch]")].map(s => Number(s.value));
+      return {behavior: form.dataset.behavior, continuous: continuous, discrete: discrete};
+    }
+    behaviors.forEach(form => {
+      form.addEventListener("submit", ev => { ev.preventDefault(); send(bodyOf(form), form.dataset.behavior); });
+      form.querySelectorAll("input[data-axis]").forEach(i => i.addEventListener("input", () => {
+        i.nextElementSibling.textContent = Number(i.value).toFixed(2);
+      }));
+    });
+    const first = behaviors[0];
+    const axes = {ArrowLeft: [0, -1], ArrowRight: [0, 1], ArrowUp: [1, 1], ArrowDown: [1, -1]};
+    const held = {};
+    function heldBody() {
+      const body = bodyOf(first);
+      for (const key of Object.keys(held)) {
+        const [axis, value] = axes[key];
+        if (axis < body.continuous.length) body.continuous[axis] = value;
+      }
+      return body;
+    }
+    document.addEventListener("keydown", ev => {
+      if (ev.ctrlKey || ev.metaKey || ev.altKey || inField(ev.target)) return;
+      const key = keyOf(ev);
+      const branch0 = first.querySelector('select[data-branch="0"]');
+      if (/^[0-9]$/.test(key) && branch0 && Number(key) < branch0.options.length) {
+        ev.preventDefault(); branch0.value = key; send(heldBody(), first.dataset.behavior);
+      } else if (key in axes) {
+        ev.preventDefault(); held[key] = true; send(heldBody(), first.dataset.behavior);
+      } else if (key === " ") {
+        ev.preventDefault(); send(heldBody(), first.dataset.behavior);
+      }
+    });
+    document.addEventListener("keyup", ev => { delete held[keyOf(ev)]; });
+    return;
+  }
+
+  // AI2-THOR: named actions on keys (remappable, kept in this browser) and buttons.
+  function keymap() {
+    try { return JSON.parse(localStorage.getItem(STORE) || "null") || Object.assign({}, defaults); }
+    catch (e) { return Object.assign({}, defaults); }
+  }
+  let keys = keymap();
+  document.querySelectorAll("button.act").forEach(b => b.addEventListener("click", () => send({action: b.dataset.action}, b.dataset.action)));
   document.addEventListener("keydown", ev => {
-    const t = ev.target;
-    if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
-    if (t && (t.tagName === "INPUT" || t.tagName === "SELECT" || t.tagName === "TEXTAREA")) return;
-    const key = ev.key.length === 1 ? ev.key.toLowerCase() : ev.key;
+    if (ev.ctrlKey || ev.metaKey || ev.altKey || inField(ev.target)) return;
+    const key = keyOf(ev);
     const action = Object.prototype.hasOwnProperty.call(keys, key) ? keys[key] : null;
     if (!action) return;
     ev.preventDefault();
-    send(action);
+    send({action: action}, action);
   });
 
   // -- key configuration (kept in this browser) ------------------------------------------------------------

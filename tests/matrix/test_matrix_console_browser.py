@@ -1,0 +1,71 @@
+"""Driving an ML-Agents session from the console page in a real headless Chromium: the digit keys choose
+discrete branch 0 and step, a held arrow key steps with continuous axis 0 at +1, the Step button sends the
+sliders; each reaches the game (the session's step count and the page's status line say so)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import requests
+
+from fixtures.browser import chromium
+
+TOKEN = "matrix-browser-token"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with chromium() as driver:
+        yield driver
+
+
+def _steps(url: str, sid: str) -> int:
+    info = requests.get(f"{url}/v1/sessions/{sid}", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)
+    return info.json()["steps"]
+
+
+def _wait(predicate, timeout: float = 20.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def test_keys_and_controls_drive_an_mlagents_game(mlagents_case, tmp_path, browser):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    url = mlagents_case.service(tmp_path, tokens={"alice": TOKEN})
+    created = requests.post(url + "/v1/sessions", json={"environment": mlagents_case.environment},
+                            headers={"Authorization": f"Bearer {TOKEN}"}, timeout=180)  # fmt: skip
+    assert created.status_code == 201, created.text
+    sid = created.json()["id"]
+    browser.get(url + "/ui/login")
+    browser.find_element(By.NAME, "token").send_keys(TOKEN)
+    browser.find_element(By.NAME, "token").submit()
+    browser.get(f"{url}/ui/sessions/{sid}")
+    status = browser.find_element(By.ID, "last-action")
+    _wait(lambda: browser.find_element(By.ID, "live").get_attribute("src"), what="the live view's first frame")
+
+    body = browser.find_element(By.TAG_NAME, "body")
+    body.send_keys("2")  # discrete branch 0 = choice 2, one step
+    _wait(lambda: _steps(url, sid) == 1, what="the digit key's step")
+    _wait(lambda: "succeeded" in status.text, what="the page's status line")
+    assert browser.find_element(By.CSS_SELECTOR, 'select[data-branch="0"]').get_attribute("value") == "2"
+    assert "+1.00" not in status.text
+
+    ActionChains(browser).key_down(Keys.ARROW_RIGHT).pause(0.3).key_up(Keys.ARROW_RIGHT).perform()
+    _wait(lambda: _steps(url, sid) >= 2, what="the held arrow's steps")
+    _wait(lambda: "+1.00" in status.text, what="axis 0 at +1 in the status line")
+
+    # A key typed into a form field is the field's, not a step.
+    before = _steps(url, sid)
+    browser.find_element(By.CSS_SELECTOR, 'select[data-branch="0"]').send_keys("1")
+    time.sleep(0.5)
+    assert _steps(url, sid) == before
+
+    browser.find_element(By.CSS_SELECTOR, "form.behavior button.step").click()
+    _wait(lambda: _steps(url, sid) == before + 1, what="the Step button's step")
