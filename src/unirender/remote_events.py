@@ -12,7 +12,9 @@ What an event document carries, and so what a remote event has (docs/mlagents.md
 
 - the behaviors and sensors the session records (``record``); ``obs`` lists the recorded sensors in the behavior's
   sensor order (the session's ``describe()``; without a description, cameras first, then vectors, each in document
-  order), cameras as float32 ``(n, H, W, C)`` in [0, 1] as ML-Agents hands them out (HWC);
+  order), cameras as float32 in [0, 1] laid out as the frames are, ``(n, H, W, C)``, where an ``MLAgentsEvent``
+  follows the sensor's declared layout (``(n, C, H, W)`` for a CHW sensor of a current game): the description says
+  H, W, C only (an observation description with ``"layout": "CHW"`` is followed);
 - one record per agent: its id, rewards and decision/terminal flags (an agent in both the decision and the
   terminal steps, whose episode ended and whose next one already wants a decision, carries the decision step's
   camera frames and observations in both); ``group_id``, ``group_reward``, ``action_mask``, ``stats``
@@ -109,7 +111,7 @@ class RemoteMLAgentsEvent:
         ``describe()`` as a dict (its sensors' order and shapes)."""
         behaviors = doc["metadata"].get("behaviors") or {}
         frames = doc.get("frames") or {}
-        order, shapes = _sensors_described(description)
+        order, shapes, layouts = _sensors_described(description)
         decision, terminal = {}, {}
         for name, record in behaviors.items():
             prefix = f"{name}." if len(behaviors) > 1 else ""
@@ -118,7 +120,8 @@ class RemoteMLAgentsEvent:
             known = order.get(name, [])
             sensors = [s for s in known if s in cameras or s in vectors]
             sensors += [s for s in [*cameras, *vectors] if s not in sensors]
-            reader = _Rows(frames, prefix, sensors, cameras, {s: shapes.get((name, s)) for s in vectors})
+            reader = _Rows(frames, prefix, sensors, cameras, {s: shapes.get((name, s)) for s in vectors},
+                           {s: layouts.get((name, s)) for s in cameras})
             decided = [(slot, a) for slot, a in enumerate(agents) if a.get("decision")]
             ended = [(slot, a) for slot, a in enumerate(agents) if a.get("terminal")]
             decision[name] = RemoteDecisionSteps(*reader(decided, "reward"))
@@ -128,18 +131,21 @@ class RemoteMLAgentsEvent:
         return cls(decision, terminal, dict(doc["metadata"]))
 
 
-def _sensors_described(description: Mapping[str, Any] | None) -> tuple[dict[str, list[str]], dict]:
-    """``{behavior: [sensor, ...]}`` in the game's order and ``{(behavior, sensor): shape}``, from a
-    ``Description.to_dict()``."""
+def _sensors_described(description: Mapping[str, Any] | None) -> tuple[dict[str, list[str]], dict, dict]:
+    """``{behavior: [sensor, ...]}`` in the game's order, ``{(behavior, sensor): shape}`` and ``{(behavior,
+    sensor): layout}`` (where the description says), from a ``Description.to_dict()``."""
     order: dict[str, list[str]] = {}
     shapes: dict[tuple[str, str], tuple[int, ...]] = {}
+    layouts: dict[tuple[str, str], str] = {}
     for obs in (description or {}).get("observations") or []:
         behavior = obs.get("behavior")
         if behavior is not None:
             sensor = obs["key"][len(behavior) + 1:]
             order.setdefault(behavior, []).append(sensor)
             shapes[behavior, sensor] = tuple(obs["shape"])
-    return order, shapes
+            if obs.get("layout"):
+                layouts[behavior, sensor] = obs["layout"]
+    return order, shapes, layouts
 
 
 def _sensors_of(agents: Sequence[Mapping], frames: Mapping[str, Any], prefix: str) -> tuple[dict, list[str]]:
@@ -161,8 +167,10 @@ def _sensors_of(agents: Sequence[Mapping], frames: Mapping[str, Any], prefix: st
 class _Rows:
     """The arrays of some of a behavior's agents (their slots in the document's ``agents`` list)."""
 
-    def __init__(self, frames, prefix: str, sensors: list[str], cameras: Mapping[str, Any], shapes: Mapping):
-        self.frames, self.prefix, self.sensors, self.cameras, self.shapes = frames, prefix, sensors, cameras, shapes
+    def __init__(self, frames, prefix: str, sensors: list[str], cameras: Mapping[str, Any], shapes: Mapping,
+                 layouts: Mapping):
+        self.frames, self.prefix, self.sensors, self.cameras = frames, prefix, sensors, cameras
+        self.shapes, self.layouts = shapes, layouts
 
     def __call__(self, rows: list[tuple[int, Mapping]], reward_key: str) -> tuple:
         agent_id = np.array([a["id"] for _, a in rows], np.int32)
@@ -175,7 +183,8 @@ class _Rows:
         obs = []
         for sensor in self.sensors:
             if sensor in images:
-                obs.append(images[sensor].astype(np.float32) / np.float32(255.0))
+                values = images[sensor].astype(np.float32) / np.float32(255.0)
+                obs.append(values.transpose(0, 3, 1, 2) if self.layouts.get(sensor) == "CHW" else values)
                 continue
             shape = self.shapes.get(sensor)
             if not rows:

@@ -28,6 +28,8 @@ def assert_reads_the_same(remote: RemoteMLAgentsEvent, event) -> None:
             same = [i for i, a in enumerate(theirs.agent_id.tolist()) if theirs is event.decision_steps[name]
                     or a not in deciding]
             for a, b in zip(mine.obs, theirs.obs, strict=True):
+                if b.ndim == 4 and b.shape[1:] != a.shape[1:]:  # a CHW camera: the remote one is HWC, as frames
+                    b = b.transpose(0, 2, 3, 1)
                 assert a.shape == b.shape and np.allclose(a[same], b[same], atol=1e-6)
         decision = event.decision_steps[name]
         for sensor, frames in event.frames(name).items():
@@ -83,3 +85,16 @@ def test_two_behaviors_and_an_agent_that_ended():
     assert decision.sensor_names == ["cam", "v"] and terminal.obs[1].tolist() == [[1.0, 2.0], [3.0, 4.0]]
     assert np.array_equal(event.frames("B")["cam"], (image + 2)[None]) and len(event.terminal_steps["B"]) == 0
     assert event.terminal_steps["B"].frames["cam"].shape == (0, 2, 2, 3)
+
+
+def test_a_described_chw_camera_reads_chw():
+    image = np.arange(2 * 2 * 3, dtype=np.uint8).reshape(2, 2, 3)
+    doc = {"metadata": {"step": 0, "behaviors": {"A": {"agents": [
+        {"id": 3, "decision": True, "terminal": False, "reward": 0.0, "observations": {"v": [1.0, 2.0]}}]}}},
+        "frames": {"cam.0": image}}  # fmt: skip
+    description = {"observations": [{"key": "A/v", "shape": [2], "behavior": "A"},
+                                    {"key": "A/cam", "shape": [2, 2, 3], "behavior": "A", "layout": "CHW"}]}
+    decision = RemoteMLAgentsEvent.from_document(doc, description).decision_steps["A"]
+    assert decision.sensor_names == ["v", "cam"]  # the game's order, not the document's
+    assert decision.obs[1].shape == (1, 3, 2, 2) and np.allclose(decision.obs[1][0], image.transpose(2, 0, 1) / 255)
+    assert decision.frames["cam"].shape == (1, 2, 2, 3)  # frames stay HWC, as MLAgentsEvent's do

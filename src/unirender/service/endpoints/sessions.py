@@ -33,13 +33,12 @@ def create_session(app, request, owner):
 
 
 def session_document(entry, doc: dict | None = None) -> dict:
-    """A session's record (``doc``, default ``ServiceSession.describe()``) plus ``description``: its player's
-    ``Session.describe().to_dict()`` (family, actions, observations, where it runs), ``None`` when the player
-    cannot say (it has just failed, or was lost in a restart: ``entry`` None). What ``POST /v1/sessions`` and
-    ``GET /v1/sessions/{id}`` answer."""
+    """A session's record (``doc``, default ``ServiceSession.describe()``) plus, for a live one, ``description``:
+    its player's ``Session.describe().to_dict()`` (family, actions, observations, where it runs), ``None`` when
+    the player cannot say (it has just failed). A session lost in a restart (``entry`` None) is its record as
+    listed. What ``POST /v1/sessions`` and ``GET /v1/sessions/{id}`` answer."""
     doc = entry.describe() if doc is None else doc
     if entry is None:
-        doc["description"] = None
         return doc
     try:
         doc["description"] = entry.session.describe().to_dict()
