@@ -100,9 +100,9 @@ def test_client_and_controller_import_with_core_dependencies_only(core_path):
 import json, sys
 import unirender
 from unirender.client import Client
-from unirender import Controller, Event, wire
-body = wire.encode_document({{"metadata": {{}}, "frames": {{}}}}, wire.MSGPACK)[1]
-assert wire.decode_document(wire.MSGPACK, body) == {{"metadata": {{}}, "frames": {{}}}}
+from unirender import Controller, Event, http_format
+body = http_format.encode_document({{"metadata": {{}}, "frames": {{}}}}, http_format.MSGPACK)[1]
+assert http_format.decode_document(http_format.MSGPACK, body) == {{"metadata": {{}}, "frames": {{}}}}
 print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))
 """)
     assert result == []

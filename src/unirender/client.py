@@ -6,6 +6,10 @@
         event = env.step("RotateRight")
         event.frame, event.depth_frame, event.metadata["agent"]
 
+An ML-Agents environment (``{"protocol": "mlagents", ...}``) gives a :class:`RemoteMLAgentsSession`, whose events
+are :class:`unirender.remote_events.RemoteMLAgentsEvent` (``MLAgentsEvent``'s reading API). Which session class
+answers is looked up once, from the family the service reports for the new session (:data:`REMOTE_SESSIONS`).
+
 Frames travel as msgpack (raw arrays with shape and dtype) over one keep-alive connection per thread.
 Errors come back as the library's own exceptions (``ActionError``, ``PlayerCrashedError``, ``RestartError``,
 ``SpecError``, ...) with ``.status`` and ``.code`` from the service, or as :class:`ServiceError`.
@@ -17,13 +21,13 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from urllib.parse import urlencode, urlsplit
 
 import requests
 from requests.structures import CaseInsensitiveDict
 
-from unirender import wire
+from unirender import http_format
 from unirender.errors import (
     ActionError,
     PlatformError,
@@ -35,9 +39,14 @@ from unirender.errors import (
 )
 from unirender.http_connection import ConnectTimeout, HttpConnection, ReadTimeout
 from unirender.protocol.errors import HttpFramingError
+from unirender.remote_events import RemoteMLAgentsEvent
+from unirender.simulator import AI2THOR, MLAGENTS, family_of
+
+if TYPE_CHECKING:
+    from unirender.protocol.event import Event
 
 DEFAULT_URL = "http://127.0.0.1:8200"
-FORMATS = {"msgpack": wire.MSGPACK, "json": wire.JSON, "multipart": wire.MULTIPART}
+FORMATS = {"msgpack": http_format.MSGPACK, "json": http_format.JSON, "multipart": http_format.MULTIPART}
 
 
 class ServiceError(UnirenderError):
@@ -87,11 +96,11 @@ def _server_timing(resp: requests.Response) -> dict[str, float]:
     return timing
 
 
-def _event_from_document(doc: dict):
+def _event_from_document(doc: dict) -> Event:
     from unirender.protocol.event import Event
 
     # The step keys the service read from the metadata it forwarded: the metadata is not even scanned here.
-    return Event.from_frames(doc["metadata"], doc.get("frames") or {}, step=doc.get(wire.STEP))
+    return Event.from_frames(doc["metadata"], doc.get("frames") or {}, step=doc.get(http_format.STEP))
 
 
 class Client:
@@ -179,12 +188,12 @@ class Client:
 
     def request(self, method: str, path: str, body: Any = None, *, accept: str | None = None,
                 params: Mapping | None = None) -> requests.Response:
-        headers = {"Accept": accept or wire.JSON}
-        if accept == wire.MSGPACK:  # a WSGI player's metadata may come as the JSON it sent: no conversion
-            headers[wire.METADATA_HEADER] = wire.METADATA_AS_SENT
+        headers = {"Accept": accept or http_format.JSON}
+        if accept == http_format.MSGPACK:  # a WSGI player's metadata may come as the JSON it sent: no conversion
+            headers[http_format.METADATA_HEADER] = http_format.METADATA_AS_SENT
         data = None
         if body is not None:
-            headers["Content-Type"], data = wire.encode_request_body(body)
+            headers["Content-Type"], data = http_format.encode_request_body(body)
         if self._direct:
             resp = self._direct_request(method, path, data, headers, params)
             if resp.status_code >= 400:
@@ -209,9 +218,9 @@ class Client:
     def _document(self, method: str, path: str, body: Any, params: Mapping | None = None, *,
                   lazy_metadata: bool = True) -> tuple[dict, dict]:
         """(decoded document, Server-Timing as {name: ms}); ``lazy_metadata`` leaves an AI2-THOR event's
-        metadata undecoded for ``Event.from_frames`` (an ML-Agents document is handed to the caller as a dict)."""
+        metadata undecoded for ``Event.from_frames`` (an ML-Agents event reads its records at once)."""
         resp = self.request(method, path, body, accept=self.accept, params=params)
-        doc = wire.decode_document(resp.headers.get("Content-Type"), resp.content, lazy_metadata=lazy_metadata)
+        doc = http_format.decode_document(resp.headers.get("Content-Type"), resp.content, lazy_metadata=lazy_metadata)
         return doc, _server_timing(resp)
 
     def close(self) -> None:
@@ -246,37 +255,48 @@ class Client:
         *,
         render: Any = None,
         scene: str | None = None,
+        record: Mapping | None = None,
         auto_restart: bool = False,
         modalities: list[str] | None = None,
-    ) -> RemoteSession:
-        """Start a remote player. ``environment``: an ``EnvironmentSpec``, a mapping, or a spec file path
-        (a job file works: its ``environment`` is used). ``render``: a ``RenderSpec`` or mapping (modalities).
-        ``modalities``: which frames each step returns (default all the event has)."""
+    ) -> RemoteSession | RemoteMLAgentsSession:
+        """Start a remote player. ``environment``: an ``EnvironmentSpec`` (or ``MLAgentsEnvironmentSpec``), a
+        mapping, or a spec file path (a job file works: its ``environment`` is used). AI2-THOR: ``render`` (a
+        ``RenderSpec`` or mapping: modalities, cameras) and ``scene``; ML-Agents (``protocol: mlagents``):
+        ``record``, ``{"sensors": [...], "behaviors": [...]}`` the events carry (default all). ``modalities``:
+        which frames each step returns (default all the event has; ML-Agents: sensor names). The session's class
+        follows its family (:data:`REMOTE_SESSIONS`)."""
         body: dict[str, Any] = {"environment": _environment_dict(environment), "auto_restart": auto_restart}
         if render is not None:
             body["render"] = render.model_dump(mode="json") if hasattr(render, "model_dump") else dict(render)
         if scene is not None:
             body["scene"] = scene
+        if record is not None:
+            body["record"] = dict(record)
         info = self._json("POST", "/v1/sessions", body)
-        return RemoteSession(self, info, modalities)
+        return REMOTE_SESSIONS[info.get("family") or _family(body["environment"])](self, info, modalities)
 
     def mlagents_session(self, environment: Mapping, *, record: Mapping | None = None, auto_restart: bool = False,
                          modalities: list[str] | None = None) -> RemoteMLAgentsSession:
         """Start a remote ML-Agents game: ``environment`` as in a job spec (``protocol: mlagents`` is added),
         ``record``: ``{"sensors": [...], "behaviors": [...]}`` the events carry (default all)."""
-        body: dict[str, Any] = {"environment": {**dict(environment), "protocol": "mlagents"},
-                                "auto_restart": auto_restart}  # fmt: skip
-        if record is not None:
-            body["record"] = dict(record)
-        return RemoteMLAgentsSession(self, self._json("POST", "/v1/sessions", body), modalities)
+        session = self.session({**dict(environment), "protocol": MLAGENTS}, record=record,
+                               auto_restart=auto_restart, modalities=modalities)  # fmt: skip
+        assert isinstance(session, RemoteMLAgentsSession)
+        return session
 
-    def render(self, episode: Mapping, *, environment: Any = None, render: Any = None) -> list:
-        """One-shot render of an episode (scene + actions or poses) -> list of Events."""
+    def render(self, episode: Mapping, *, environment: Any = None, render: Any = None,
+               record: Mapping | None = None) -> list:
+        """One-shot render of an episode on a temporary player -> its events, typed by family: AI2-THOR (scene +
+        actions or poses, ``render``) a list of ``Event``; ML-Agents (``environment.protocol: mlagents``: steps
+        of a policy, ``record``) a list of :class:`RemoteMLAgentsEvent`."""
         body: dict[str, Any] = {"environment": _environment_dict(environment), "episode": dict(episode)}
         if render is not None:
             body["render"] = render.model_dump(mode="json") if hasattr(render, "model_dump") else dict(render)
-        doc, _ = self._document("POST", "/v1/render", body)
-        return [_event_from_document(d) for d in doc["events"]]
+        if record is not None:
+            body["record"] = dict(record)
+        session_class = REMOTE_SESSIONS[_family(body["environment"])]
+        doc, _ = self._document("POST", "/v1/render", body, lazy_metadata=session_class.lazy_metadata)
+        return [session_class.event_of(d, None) for d in doc["events"]]
 
     def submit_job(self, spec: Any) -> RemoteJob:
         """Submit a job spec (``JobSpec``, mapping or file path); ``output.directory`` is under the data root."""
@@ -291,6 +311,14 @@ class Client:
         return RemoteJob(self, self._json("POST", "/v1/jobs", data))
 
 
+def _family(environment: dict) -> str:
+    """The family an environment section names (an unknown protocol: the service's answer will say so)."""
+    try:
+        return family_of(environment)
+    except ValueError:
+        return AI2THOR
+
+
 def _environment_dict(environment: Any) -> dict:
     if environment is None:
         return {}
@@ -303,17 +331,33 @@ def _environment_dict(environment: Any) -> dict:
     return load_environment(environment).model_dump(mode="json")
 
 
-class RemoteSession:
-    """A session on the service with the local Controller's ``step``/``reset``/``stop`` and ``last_event``."""
+EventT = TypeVar("EventT")
+
+
+class RemoteSessionBase(Generic[EventT]):
+    """What every remote session has, whatever its family: ``id``, ``info()`` (the service's record of it),
+    ``describe()`` (its player's ``Session.describe()``: family, actions, observations, where it runs),
+    ``last_event``, ``last_server_timing``, ``platform``, ``stop()`` (idempotent) and ``with``. The verbs,
+    ``step`` and ``reset``, take and return what the family's own controller does: :class:`RemoteSession`
+    (AI2-THOR: actions -> ``Event``), :class:`RemoteMLAgentsSession` (ML-Agents: actions per behavior ->
+    :class:`RemoteMLAgentsEvent`)."""
+
+    family: str
+    lazy_metadata = False  # the event documents' metadata left undecoded for event_of (AI2-THOR's)
 
     def __init__(self, client: Client, info: dict, modalities: list[str] | None = None):
         self.client = client
         self.id: str = info["id"]
         self.info_at_start = info
-        self.last_event = None
+        self.last_event: EventT | None = None
         self.last_server_timing: dict[str, float] = {}  # {"step": ms in the player, "encode": ms}
         self._params = {"modalities": ",".join(modalities) or "none"} if modalities is not None else None
         self._stopped = False
+
+    @staticmethod
+    def event_of(doc: dict, description: dict | None) -> Any:
+        """An event document -> the family's event."""
+        raise NotImplementedError
 
     @property
     def platform(self) -> str | None:
@@ -322,24 +366,21 @@ class RemoteSession:
     def info(self) -> dict:
         return self.client._json("GET", f"/v1/sessions/{self.id}")
 
-    def step(self, action: dict | str | None = None, **kwargs: Any):
-        from unirender.protocol.state import normalize_action
+    def describe(self) -> dict | None:
+        """The player's description (``unirender.simulator.Description.to_dict()``: ``family``, ``actions``,
+        ``observations``, ``pid``, ``platform``, ...) as the service has it now; None when the player cannot
+        say (it has just failed)."""
+        return self.info().get("description")
 
+    def _event(self, verb: str, body: Any) -> EventT:
         doc, self.last_server_timing = self.client._document(
-            "POST", f"/v1/sessions/{self.id}/step", normalize_action(action, kwargs), params=self._params
+            "POST", f"/v1/sessions/{self.id}/{verb}", body, params=self._params, lazy_metadata=self.lazy_metadata
         )
-        self.last_event = _event_from_document(doc)
+        self.last_event = self.event_of(doc, self._description())
         return self.last_event
 
-    def reset(self, scene: str | None = None, **initialize_params: Any):
-        body = dict(initialize_params)
-        if scene is not None:
-            body["scene"] = scene
-        doc, self.last_server_timing = self.client._document(
-            "POST", f"/v1/sessions/{self.id}/reset", body, params=self._params
-        )
-        self.last_event = _event_from_document(doc)
-        return self.last_event
+    def _description(self) -> dict | None:
+        return None
 
     def stop(self) -> None:
         if self._stopped:
@@ -351,35 +392,78 @@ class RemoteSession:
             if exc.status not in (404, 410):  # already gone: fine
                 raise
 
-    def __enter__(self) -> RemoteSession:
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
         self.stop()
 
 
-class RemoteMLAgentsSession(RemoteSession):
-    """An ML-Agents session: ``step({behavior: {"continuous": rows, "discrete": rows}})`` (arrays or lists, one
-    row per decision agent) and ``reset(**environment_parameters)`` return the event document ``{"metadata":
-    {"step", "behaviors": {name: {"agents": [...]}}}, "frames": {"<sensor>.<i>": uint8 (H, W, C)}}``."""
+class RemoteSession(RemoteSessionBase["Event"]):
+    """An AI2-THOR session on the service with the local Controller's ``step``/``reset``/``stop`` and
+    ``last_event`` (an ``Event``)."""
 
-    def step(self, actions: Mapping | None = None):  # type: ignore[override]
+    family = AI2THOR
+    lazy_metadata = True  # Event.from_frames decodes the metadata when it is first read
+
+    @staticmethod
+    def event_of(doc: dict, description: dict | None) -> Event:
+        return _event_from_document(doc)
+
+    def step(self, action: dict | str | None = None, **kwargs: Any) -> Event:
+        from unirender.protocol.state import normalize_action
+
+        return self._event("step", normalize_action(action, kwargs))
+
+    def reset(self, scene: str | None = None, **initialize_params: Any) -> Event:
+        body = dict(initialize_params)
+        if scene is not None:
+            body["scene"] = scene
+        return self._event("reset", body)
+
+    def __enter__(self) -> RemoteSession:
+        return self
+
+
+class RemoteMLAgentsSession(RemoteSessionBase[RemoteMLAgentsEvent]):
+    """An ML-Agents session: ``step({behavior: {"continuous": rows, "discrete": rows}})`` (arrays or lists, one
+    row per decision agent; a behavior left out gets zeros) and ``reset(**environment_parameters)`` return a
+    :class:`RemoteMLAgentsEvent` (``steps(behavior)``, ``frames(behavior)``, ``decision_steps``, ... as
+    ``MLAgentsEvent``; ``metadata``: the records as sent)."""
+
+    family = MLAGENTS
+
+    def __init__(self, client: Client, info: dict, modalities: list[str] | None = None):
+        super().__init__(client, info, modalities)
+        self._described = info.get("description")  # the sensors' order and shapes, once
+
+    @staticmethod
+    def event_of(doc: dict, description: dict | None) -> RemoteMLAgentsEvent:
+        return RemoteMLAgentsEvent.from_document(doc, description)
+
+    def _description(self) -> dict | None:
+        if self._described is None:
+            self._described = self.describe()
+        return self._described
+
+    def step(self, actions: Mapping | None = None) -> RemoteMLAgentsEvent:
         body = {"actions": {name: {kind: (rows.tolist() if hasattr(rows, "tolist") else rows)
                                    for kind, rows in dict(given).items() if rows is not None}
                             for name, given in (actions or {}).items()}}  # fmt: skip
-        doc, self.last_server_timing = self.client._document(
-            "POST", f"/v1/sessions/{self.id}/step", body, params=self._params, lazy_metadata=False
-        )
-        self.last_event = doc
-        return doc
+        return self._event("step", body)
 
-    def reset(self, **environment_parameters: float):  # type: ignore[override]
-        doc, self.last_server_timing = self.client._document(
-            "POST", f"/v1/sessions/{self.id}/reset", {"environment_parameters": environment_parameters},
-            params=self._params, lazy_metadata=False,
-        )
-        self.last_event = doc
-        return doc
+    def reset(self, **environment_parameters: float) -> RemoteMLAgentsEvent:
+        return self._event("reset", {"environment_parameters": environment_parameters})
+
+    def __enter__(self) -> RemoteMLAgentsSession:
+        return self
+
+
+# family -> the remote session class that speaks it (a third family adds its line)
+REMOTE_SESSIONS: dict[str, type[RemoteSession] | type[RemoteMLAgentsSession]] = {
+    AI2THOR: RemoteSession,
+    MLAGENTS: RemoteMLAgentsSession,
+}
 
 
 class RemoteJob:

@@ -160,7 +160,7 @@ def test_service_serves_sessions_renders_and_jobs_from_ray(tmp_path):
     hub: its Controller serves it on the actor's node), msgpack frames, one-shot render, a job."""
     from werkzeug.test import Client as HttpClient
 
-    from unirender.service import create_app, wire
+    from unirender.service import create_app, http_format
     from unirender.service.config import ServiceConfig
 
     app = create_app(ServiceConfig(data_root=tmp_path, port=0),  # port 0: no hub, as before `serve` binds
@@ -174,15 +174,15 @@ def test_service_serves_sessions_renders_and_jobs_from_ray(tmp_path):
             info = resp.get_json()
             assert info["backend"] == "ray" and info["server_type"].lower() == transport
             resp = http.post(f"/v1/sessions/{info['id']}/step", json={"action": "RotateRight"},
-                             headers={"Accept": wire.MSGPACK})
+                             headers={"Accept": http_format.MSGPACK})
             assert resp.status_code == 200, resp.get_data(as_text=True)
-            doc = wire.decode_document(resp.content_type, resp.get_data())
+            doc = http_format.decode_document(resp.content_type, resp.get_data())
             assert doc["frames"]["frame"].shape == (32, 48, 3) and doc["metadata"]["lastActionSuccess"]
             assert http.delete(f"/v1/sessions/{info['id']}").status_code == 204
             assert process_gone(info["pid"])
         resp = http.post("/v1/render", json={"environment": {"width": 32, "height": 24, "platform": "EGL"},
                                              "episode": {"scene": "FloorPlan1", "actions": ["RotateRight"]}})
-        assert resp.status_code == 200 and len(wire.decode_document(resp.content_type, resp.get_data())["events"]) == 2
+        assert resp.status_code == 200 and len(http_format.decode_document(resp.content_type, resp.get_data())["events"]) == 2
         resp = http.post("/v1/jobs", json={"environment": {"width": 32, "height": 24, "platform": "EGL"},
                                            "episodes": [{"scene": "FloorPlan1", "actions": ["Pass"]}],
                                            "output": {"directory": "ray-job"}})

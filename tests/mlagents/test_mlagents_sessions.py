@@ -12,12 +12,11 @@ import pytest
 import requests
 import yaml
 
-pytest.importorskip("grpc")
-
-from fixtures import no_leaks  # noqa: E402, F401  (a fixture)
-from unirender._process import ManagedProcess  # noqa: E402
-from unirender.client import Client  # noqa: E402
-from unirender.cluster import create_backend  # noqa: E402
+from fixtures import no_leaks  # noqa: F401  (a fixture)
+from unirender._process import ManagedProcess
+from unirender.client import Client, RemoteMLAgentsSession
+from unirender.cluster import create_backend
+from unirender.remote_events import RemoteMLAgentsEvent
 
 BEHAVIOR = "ReachTarget?team=0"
 TOKEN = "ml-token-123"
@@ -39,9 +38,11 @@ def test_local_backend_holds_an_mlagents_session():
         session = backend.create_session(kwargs)
         try:
             assert isinstance(session.last_event, MLAgentsEvent)  # started and reset
-            spec = session.controller.behavior_specs[BEHAVIOR]
+            from unirender.protocol.mlagents.steps import ActionSpec
+
+            space = session.describe().actions.behaviors[BEHAVIOR]
             decision, _ = session.last_event.steps()
-            actions = spec.action_spec.random(len(decision), np.random.default_rng(0))
+            actions = ActionSpec(space.continuous, space.discrete).random(len(decision), np.random.default_rng(0))
             event = session.step({BEHAVIOR: {"continuous": actions.continuous, "discrete": actions.discrete}})
             assert event.frames()["CameraSensor"].shape == (2, 32, 32, 3)
             assert session.info()["steps"] == 1 and session.info()["pid"]
@@ -82,20 +83,31 @@ def service(tmp_path_factory):
 
 def test_service_creates_and_steps_an_mlagents_session(service):
     client = Client(service, token=TOKEN)
-    with client.mlagents_session(
-        {"executable": "builtin", **ENV}, record={"sensors": ["CameraSensor"]}
+    with client.session(
+        {"protocol": "mlagents", "executable": "builtin", **ENV}, record={"sensors": ["CameraSensor"]}
     ) as session:
+        assert isinstance(session, RemoteMLAgentsSession)
         info = session.info()
         assert info["environment"]["environment"]["protocol"] == "mlagents" and info["pid"]
+        description = session.describe()
+        assert description["family"] == "mlagents" and description["pid"] == info["pid"]
+        assert description["actions"]["behaviors"][BEHAVIOR] == {"continuous": 2, "discrete": [3]}
         actions = {BEHAVIOR: {"continuous": np.full((2, 2), 0.5, np.float32), "discrete": [[0], [2]]}}
-        doc = session.step(actions)
-        agents = doc["metadata"]["behaviors"][BEHAVIOR]["agents"]
+        event = session.step(actions)
+        assert isinstance(event, RemoteMLAgentsEvent) and event.behavior_names == [BEHAVIOR]
+        decision, terminal = event.steps(BEHAVIOR)
+        assert decision.agent_id.tolist() == [0, 1] and decision.agent_id_to_index == {0: 0, 1: 1}
+        assert decision.reward.dtype == np.float32 and len(terminal) == 0
+        agents = event.metadata["behaviors"][BEHAVIOR]["agents"]  # the records as sent, too
         assert [a["id"] for a in agents] == [0, 1] and agents[0]["decision"]
         assert "observations" not in agents[0]  # only the camera is recorded
-        assert sorted(doc["frames"]) == ["CameraSensor.0", "CameraSensor.1"]
-        assert doc["frames"]["CameraSensor.0"].shape == (32, 32, 3)
-        assert doc["frames"]["CameraSensor.0"].dtype == np.uint8
-        assert doc["metadata"]["step"] == 1
+        frames = event.frames()  # the only behavior's decision agents, as MLAgentsEvent.frames()
+        assert list(frames) == ["CameraSensor"] and frames["CameraSensor"].shape == (2, 32, 32, 3)
+        assert frames["CameraSensor"].dtype == np.uint8
+        assert np.array_equal(decision.frame(1, "CameraSensor"), frames["CameraSensor"][1])
+        assert decision.sensor_names == ["CameraSensor"]
+        assert np.allclose(decision.obs[0], frames["CameraSensor"] / 255.0)
+        assert event.step == 1 and session.last_event is event
 
         # a bad action shape is a 422 naming the path, and the session goes on
         for bad, path in (
@@ -113,7 +125,7 @@ def test_service_creates_and_steps_an_mlagents_session(service):
         resp = requests.post(f"{service}/v1/sessions/{session.id}/step", json={"actions": {BEHAVIOR: {
             "continuous": [[True, 1]]}}}, headers={"Authorization": f"Bearer {TOKEN}"})  # fmt: skip
         assert resp.status_code == 422
-        assert session.step({})["metadata"]["step"] == 2  # zeros for every agent
+        assert session.step({}).step == 2  # zeros for every agent
 
         # JSON: frames on request only, a sensor name selects every agent's frame
         url = f"{service}/v1/sessions/{session.id}/step"
@@ -123,8 +135,8 @@ def test_service_creates_and_steps_an_mlagents_session(service):
         resp = requests.post(url, json={}, headers=headers, params={"modalities": "CameraSensor"})
         assert sorted(resp.json()["frames"]) == ["CameraSensor.0", "CameraSensor.1"]
 
-        doc = session.reset(light_intensity=0.2)
-        assert doc["metadata"]["behaviors"][BEHAVIOR]["agents"][0]["decision"]
+        event = session.reset(light_intensity=0.2)
+        assert event.step == session.info()["steps"] and len(event.decision_steps[BEHAVIOR]) == 2
 
     # same auth and limits as AI2-THOR sessions
     anonymous = requests.post(f"{service}/v1/sessions", json={"environment": {"protocol": "mlagents"}})
@@ -149,6 +161,10 @@ def test_service_creates_and_steps_an_mlagents_session(service):
     refs = [s["$ref"] for s in step_body["application/json"]["schema"]["oneOf"]]
     assert refs == ["#/components/schemas/Action", "#/components/schemas/MLAgentsStep"]
     assert "BehaviorActions" in spec["components"]["schemas"]
+    render_body = spec["paths"]["/v1/render"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert [s["$ref"] for s in render_body["oneOf"]] == ["#/components/schemas/RenderRequest",
+                                                         "#/components/schemas/MLAgentsRenderRequest"]
+    assert "description" in spec["paths"]["/v1/sessions/{session_id}"]["get"]["summary"]
     client.close()
 
 
@@ -186,17 +202,13 @@ def test_console_lists_an_mlagents_session(tmp_path):
         app.shutdown(timeout=5)
 
 
-def test_action_policy_limits_agents_and_checks_branches(tmp_path):
-    from unirender.protocol.mlagents.steps import ActionSpec, BehaviorSpec
-    from unirender.service.config import ServiceConfig
+def test_action_check_limits_agents_and_checks_branches():
     from unirender.service.errors import ApiError
-    from unirender.service.policy import ActionPolicy
+    from unirender.service.mlagents_sessions import check_actions
+    from unirender.simulator import BehaviorActions
 
-    policy = ActionPolicy(ServiceConfig(data_root=tmp_path, limits={"agents": 2}))
-    specs = {"B": BehaviorSpec([], ActionSpec(1, (2, 5)))}
-    policy.check_mlagents_actions(
-        {"B": {"continuous": [[0.1], [0.2]], "discrete": [[1, 4], [0, 0]]}}, specs, {"B": 2}
-    )
+    spaces = {"B": BehaviorActions(1, (2, 5))}
+    check_actions({"B": {"continuous": [[0.1], [0.2]], "discrete": [[1, 4], [0, 0]]}}, spaces, {"B": 2}, 2)
     for actions, counts, code, path in (
         ({"B": {}}, {"B": 3}, "too_many_agents", "actions.B"),
         ({"B": {"discrete": [[1, 5], [0, 0]]}}, {"B": 2}, "invalid_action", "actions.B.discrete.0.1"),
@@ -204,5 +216,39 @@ def test_action_policy_limits_agents_and_checks_branches(tmp_path):
         ({"C": {}}, {"B": 2}, "unknown_behavior", "actions.C"),
     ):
         with pytest.raises(ApiError) as info:
-            policy.check_mlagents_actions(actions, specs, counts)
+            check_actions(actions, spaces, counts, 2)
         assert (info.value.status, info.value.code, info.value.details["path"]) == (422, code, path)
+
+
+def test_service_renders_an_mlagents_episode(service):
+    """POST /v1/render with an ML-Agents game: a temporary game per repeat (its seed), the policy's steps, every
+    frame back as the event documents of a session; the same request twice gives the same frames."""
+    client = Client(service, token=TOKEN)
+    body = {"environment": {"protocol": "mlagents", "executable": "builtin", **ENV},
+            "record": {"sensors": ["CameraSensor"]},
+            "episode": {"steps": 2, "seed": 5, "policy": {"kind": "random", "seed": 1}, "repeat": 2}}  # fmt: skip
+    first = client.request("POST", "/v1/render", body, accept="application/x-msgpack")
+    from unirender import http_format
+
+    events = http_format.decode_document(first.headers["Content-Type"], first.content)["events"]
+    assert len(events) == 6  # (reset + 2 steps) x 2 repeats
+    assert [e["metadata"]["step"] for e in events] == [0, 1, 2, 0, 1, 2]
+    agents = events[0]["metadata"]["behaviors"][BEHAVIOR]["agents"]
+    assert len(agents) == 2 and len(agents[0]["action"]["continuous"]) == 2  # the policy's action, recorded
+    assert sorted(events[1]["frames"]) == ["CameraSensor.0", "CameraSensor.1"]
+    assert events[1]["frames"]["CameraSensor.0"].shape == (32, 32, 3)
+    again = client.request("POST", "/v1/render", body, accept="application/x-msgpack")
+    events_again = http_format.decode_document(again.headers["Content-Type"], again.content)["events"]
+    for a, b in zip(events, events_again, strict=True):
+        assert a["metadata"] == b["metadata"]
+        assert all(np.array_equal(a["frames"][k], b["frames"][k]) for k in a["frames"])
+    assert client.sessions() == []  # every temporary game stopped
+
+    with pytest.raises(Exception) as info:  # refused before any game starts
+        client.request("POST", "/v1/render", {**body, "episode": {"steps": 300, "policy": "zeros"}})
+    assert (getattr(info.value, "status", None), getattr(info.value, "code", None)) == (422, "render_too_large")
+    with pytest.raises(Exception) as info:
+        client.request("POST", "/v1/render", {**body, "record": {"sensors": ["CameraSenser"]}})
+    assert getattr(info.value, "status", None) == 422 and "did you mean 'CameraSensor'" in str(info.value)
+    assert client.sessions() == []
+    client.close()

@@ -173,6 +173,29 @@ def test_executable_must_be_allowed(client):
     assert error_of(resp, 403)["code"] == "executable_not_allowed"
 
 
+@pytest.mark.parametrize("path", ["/v1/sessions", "/v1/render", "/v1/jobs"])
+def test_an_unknown_protocol_is_named(client, path):
+    body = {"environment": {"protocol": "godot"}, "episode": {"scene": "FloorPlan1"}, "episodes": []}
+    err = error_of(client.post(path, json=body, headers=AUTH_A), 422)
+    assert err["code"] == "invalid_spec" and err["errors"][0]["path"] == "environment.protocol"
+    assert "'godot'" in err["message"] and "mlagents" in err["message"]
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/sessions", {"environment": {"protocol": "mlagents", "executable": "/bin/true", "platform": "auto"}}),
+    ("/v1/render", {"environment": {"protocol": "mlagents", "executable": "/bin/true", "platform": "auto"},
+                    "episode": {"steps": 1, "policy": "zeros"}}),
+])
+def test_mlagents_games_are_held_to_the_allowed_executables(client, path, body):
+    assert error_of(client.post(path, json=body, headers=AUTH_A), 403)["code"] == "executable_not_allowed"
+
+
+def test_an_mlagents_render_too_large_is_refused_before_a_game_starts(client):
+    body = {"environment": {"protocol": "mlagents"}, "episode": {"steps": 100, "policy": "zeros", "repeat": 3}}
+    err = error_of(client.post("/v1/render", json=body, headers=AUTH_A), 422)
+    assert err["code"] == "render_too_large" and "303 frames" in err["message"]
+
+
 def test_unacceptable_accept_header_is_406(client):
     resp = client.post("/v1/sessions/s1-x/step", json={"action": "Pass"},
                        headers={**AUTH_A, "Accept": "text/html"})

@@ -52,9 +52,9 @@ def test_a_linux_headless_simulation_session_renders_through_vulkan(client):
         step = client.post(f"/v1/sessions/{info['id']}/step", json={"action": "RotateRight"},
                            headers={**auth, "Accept": "application/x-msgpack"})
         assert step.status_code == 200
-        from unirender import wire
+        from unirender import http_format
 
-        doc = wire.decode_document(step.content_type, step.get_data())
+        doc = http_format.decode_document(step.content_type, step.get_data())
         assert doc["frames"]["frame"].shape == (24, 32, 3)
     finally:
         assert client.delete(f"/v1/sessions/{info['id']}", headers=auth).status_code in (200, 204)

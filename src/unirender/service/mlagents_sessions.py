@@ -1,29 +1,36 @@
-"""ML-Agents sessions over HTTP: ``POST /v1/sessions`` with ``environment.protocol: mlagents``, then steps with
-actions per behavior. Same auth, registry (owners, limits, idle reaping, crash handling) and error bodies as
-AI2-THOR sessions; only the bodies differ:
+"""The ML-Agents family of the service (``service.families``): ``environment.protocol: mlagents``. Same auth,
+registry (owners, limits, idle reaping, crash handling) and error bodies as AI2-THOR sessions; only the bodies
+differ:
 
 - create: ``{"environment": {"protocol": "mlagents", ...}, "record": {"sensors": [...]}, "auto_restart": false}``
   (the environment as in a job spec);
 - step: ``{"actions": {behavior: {"continuous": [[...] per decision agent], "discrete": [[...]]}}}`` (a behavior
-  left out gets zeros, as mlagents-envs does); checked by ``ActionPolicy.check_mlagents_actions`` against the
-  behavior spec and the decision agents of the last event: wrong shapes are a 422 that names the path;
+  left out gets zeros, as mlagents-envs does); checked by :func:`check_actions` against the session's action
+  spaces (``Session.describe()``, read once when the session starts) and the decision agents of the last event:
+  wrong shapes are a 422 that names the path;
 - reset: ``{"environment_parameters": {key: number}}`` (optional);
-- the event: ``{"metadata": {"step", "behaviors": {name: {"agents": [...]}}}, "frames": {"<sensor>.<i>": uint8
-  (H, W, C)}}``, exactly a dataset frame's record (``jobs.mlagents_episodes.frame_of``). JSON carries frames only
-  when ``?modalities=`` names sensors (or frame keys); ``none`` gives metadata only.
+- the event: ``service.documents.mlagents_document``, exactly a dataset frame's record. JSON carries frames only
+  when ``?modalities=`` names sensors (or frame keys); ``none`` gives metadata only;
+- render: ``{"environment", "record", "episode": MLAgentsEpisodeSpec}``: each repeat of the episode on a fresh
+  game launched with its seed and parameters, driven by the jobs' episode driver
+  (``jobs.mlagents_episodes.run_mlagents_frames``): the same frames as a job's;
+- jobs: an ``MLAgentsJobSpec``.
 """
 
 from __future__ import annotations
 
-import time
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import Field
-from werkzeug.wrappers import Response
 
+from unirender.errors import SpecError
+from unirender.service import documents
 from unirender.service.errors import ApiError
 from unirender.service.models import _Body, validate_body
-from unirender.spec.mlagents import MLAgentsEnvironmentSpec, RecordSpec
+from unirender.service.one_shot import RenderDocuments, check_frame_count, one_shot_session
+from unirender.simulator import MLAGENTS
+from unirender.spec.mlagents import MLAgentsEnvironmentSpec, MLAgentsEpisodeSpec, MLAgentsJobSpec, RecordSpec
 
 
 class MLAgentsSessionCreate(_Body):
@@ -53,144 +60,211 @@ class MLAgentsReset(_Body):
     environment_parameters: dict[str, float] = Field(default_factory=dict)
 
 
-def is_mlagents_body(body: Any) -> bool:
-    env = body.get("environment") if isinstance(body, dict) else None
-    return isinstance(env, dict) and env.get("protocol") == "mlagents"
+class MLAgentsRenderRequest(_Body):
+    """POST /v1/render for an ML-Agents game: one episode (``steps`` steps of its policy after the reset; each
+    repeat on a fresh game seeded ``seed + i``), every frame in the response."""
+
+    environment: MLAgentsEnvironmentSpec
+    record: RecordSpec = Field(default_factory=RecordSpec, description="sensors/behaviors the events carry")
+    episode: MLAgentsEpisodeSpec
 
 
-def is_mlagents_entry(entry) -> bool:
-    return entry.environment.get("environment", {}).get("protocol") == "mlagents"
+def behavior_specs(description) -> dict:
+    """``{behavior: BehaviorSpec}`` from a session's :class:`unirender.simulator.Description` (its action spaces
+    and its sensors in order: what a frame's record and the episode policies read)."""
+    from unirender.protocol.mlagents.steps import ActionSpec, BehaviorSpec, ObservationSpec
+
+    specs = {}
+    for name, actions in description.actions.behaviors.items():
+        sensors = [ObservationSpec(tuple(o.shape), (), 0, o.key[len(name) + 1:])
+                   for o in description.observations if o.behavior == name]  # fmt: skip
+        specs[name] = BehaviorSpec(sensors, ActionSpec(actions.continuous, tuple(actions.discrete)))
+    return specs
 
 
-def create_session(app, owner: str, data: dict) -> Response:
-    body = validate_body(MLAgentsSessionCreate, data)
-    app.policy.check_mlagents_environment(body.environment)
-    kwargs = {**body.environment.controller_kwargs(), "protocol": "mlagents"}
-    kwargs["log_dir"] = str(app.config.data_root / "player-logs")
-    kwargs["max_restarts"] = max(1, body.environment.max_restarts) if body.auto_restart else 0
-    if body.environment.environment_parameters:
-        from unirender.spec.mlagents import resolve_parameters
-
-        kwargs["environment_parameters"] = resolve_parameters(body.environment.environment_parameters, 0)
-    entry = app.sessions.create(owner, kwargs, body.model_dump(mode="json"), auto_restart=body.auto_restart)
-    try:
-        _check_record(entry)
-    except BaseException:
-        app.sessions.delete(owner, entry.id, "its record section names what the game does not have")
-        raise
-    resp = app._json(entry.describe(), status=201)
-    resp.headers["Location"] = f"/v1/sessions/{entry.id}"
-    return resp
-
-
-def job_spec(app, data: dict):
-    """POST /v1/jobs with an ML-Agents job: validated as the loader does (strict types first), its game checked."""
-    from unirender.spec import load_spec
-    from unirender.spec.mlagents import MLAgentsJobSpec
-
-    validate_body(MLAgentsJobSpec, data)
-    spec = load_spec(data)
-    app.policy.check_mlagents_environment(spec.environment)
-    return spec
-
-
-def _specs(entry) -> dict:
-    from unirender.cluster.mlagents import behavior_specs
-
-    return behavior_specs(entry.session)
+def check_actions(actions: dict, spaces: Mapping[str, Any], decision_counts: dict, max_agents: int) -> None:
+    """One step's ``{behavior: {"continuous": rows, "discrete": rows}}`` against the action spaces
+    (``Description.actions.behaviors``) and the decision agents of the last event: known behaviors, one row per
+    decision agent (at most ``max_agents``: ``limits.agents``), row widths as the space says, discrete values
+    inside their branch. A 422 naming the path otherwise."""
+    for name, given in actions.items():
+        at = f"actions.{name}"
+        if name not in spaces:
+            raise ApiError(422, "unknown_behavior", f"{at}: the game has no behavior {name!r}; it has "
+                           f"{sorted(spaces)}", path=at)
+        space, n = spaces[name], decision_counts.get(name, 0)
+        if n > max_agents:
+            raise ApiError(422, "too_many_agents", f"{at}: {n} decision agents exceed the limit of "
+                           f"{max_agents}", path=at)
+        for kind, width in (("continuous", space.continuous), ("discrete", len(space.discrete))):
+            rows = given.get(kind)
+            if rows is None:
+                continue
+            if len(rows) != n:
+                raise ApiError(422, "invalid_action_shape", f"{at}.{kind}: {len(rows)} rows, the behavior has "
+                               f"{n} decision agents (one row each, in decision order)", path=f"{at}.{kind}")
+            for i, row in enumerate(rows):
+                if len(row) != width:
+                    raise ApiError(422, "invalid_action_shape", f"{at}.{kind}.{i}: {len(row)} values, the "
+                                   f"behavior takes {width}", path=f"{at}.{kind}.{i}")
+                if kind == "discrete":
+                    for b, (value, size) in enumerate(zip(row, space.discrete, strict=True)):
+                        if not 0 <= value < size:
+                            raise ApiError(422, "invalid_action", f"{at}.discrete.{i}.{b}: {value} is not a "
+                                           f"choice of a branch of {size}", path=f"{at}.discrete.{i}.{b}")
 
 
-def _check_record(entry) -> None:
-    from unirender.errors import SpecError
-    from unirender.jobs.episodes import EpisodeFailed
-    from unirender.jobs.mlagents_episodes import check_record
-
-    record = RecordSpec.model_validate(entry.environment.get("record") or {})
-    try:
-        check_record(record, _specs(entry))
-    except EpisodeFailed as exc:
-        path, _, message = str(exc).partition(": ")
-        raise SpecError(f"invalid request body: {exc}", [(path, message)]) from None
-
-
-def step(app, owner: str, entry, data: Any, fmt: str, modalities: list[str] | None) -> Response:
-    if not isinstance(data, dict):
-        raise ApiError(
-            400,
-            "invalid_action",
-            'the body must be {"actions": {behavior: {"continuous": [[...]], "discrete": [[...]]}}}',
-        )
-    body = validate_body(MLAgentsStep, data)
-    last = entry.session.last_event
-    counts = {name: len(steps) for name, steps in last.decision_steps.items()} if last is not None else {}
-    actions = {name: a.model_dump(exclude_none=True) for name, a in body.actions.items()}
-    app.policy.check_mlagents_actions(actions, _specs(entry), counts)
-    started = time.perf_counter()
-    event = app.sessions.step(owner, entry.id, _arrays(actions, _specs(entry), counts))
-    return respond(app, entry, event, fmt, modalities, time.perf_counter() - started)
-
-
-def reset(app, owner: str, entry, data: Any, fmt: str, modalities: list[str] | None) -> Response:
-    body = validate_body(MLAgentsReset, data)
-    event = app.sessions.reset(owner, entry.id, None, body.environment_parameters)
-    return respond(app, entry, event, fmt, modalities, 0.0)
-
-
-def _arrays(actions: dict, specs: dict, counts: dict) -> dict:
+def action_arrays(actions: dict, spaces: Mapping[str, Any], counts: dict) -> dict:
     """Checked lists -> per behavior ``{"continuous": float32 (n, c), "discrete": int32 (n, b)}``; a kind left
     out is zeros."""
     import numpy as np
 
     out = {}
     for name, given in actions.items():
-        spec, n = specs[name].action_spec, counts.get(name, 0)
+        space, n = spaces[name], counts.get(name, 0)
+        c, d = space.continuous, len(space.discrete)
         out[name] = {
-            "continuous": np.asarray(given.get("continuous") or np.zeros((n, spec.continuous_size)), np.float32)
-            .reshape(n, spec.continuous_size),
-            "discrete": np.asarray(given.get("discrete") or np.zeros((n, spec.discrete_size)), np.int32)
-            .reshape(n, spec.discrete_size),
-        }  # fmt: skip
+            "continuous": np.asarray(given.get("continuous") or np.zeros((n, c)), np.float32).reshape(n, c),
+            "discrete": np.asarray(given.get("discrete") or np.zeros((n, d)), np.int32).reshape(n, d),
+        }
     return out
 
 
-def event_document(entry, event) -> dict:
-    from unirender.jobs.mlagents_episodes import frame_of
+def _check_record(record: RecordSpec, specs: dict) -> None:
+    from unirender.jobs.episodes import EpisodeFailed
+    from unirender.jobs.mlagents_episodes import check_record
 
-    record = RecordSpec.model_validate(entry.environment.get("record") or {})
-    specs = _specs(entry)
-    behaviors = [n for n in sorted(specs) if n in event.decision_steps
-                 and (record.behaviors is None or n in record.behaviors)]  # fmt: skip
-    sensors = set(record.sensors) if record.sensors else None
-    frame = frame_of(entry.session.steps, event, specs, behaviors, sensors, None)
-    return {"metadata": frame.metadata, "frames": frame.frames()}
-
-
-def _select(frames: dict, wanted: list[str]) -> dict:
-    selected = {}
-    for name in wanted:
-        matches = {k: v for k, v in frames.items() if k == name or k.rsplit(".", 1)[0] == name}
-        if not matches:
-            raise ApiError(
-                400,
-                "unknown_modality",
-                f"{name!r} is not in this event; it has {sorted(frames)} "
-                "(a sensor name selects every agent's frame of it)",
-            )
-        selected.update(matches)
-    return selected
+    try:
+        check_record(record, specs)
+    except EpisodeFailed as exc:
+        path, _, message = str(exc).partition(": ")
+        raise SpecError(f"invalid request body: {exc}", [(path, message)]) from None
 
 
-def respond(app, entry, event, fmt: str, modalities, step_s: float) -> Response:
-    from unirender.service import wire
+class MLAgentsSession:
+    """The ML-Agents view of one session: its action spaces and sensors (from ``Session.describe()`` when it
+    started; again when a step brings behaviors the game had not declared yet) and what its events record."""
 
-    if fmt == wire.JSON and modalities is None:
-        modalities = []  # as for AI2-THOR events: JSON carries frames only on request
-    started = time.perf_counter()
-    doc = event_document(entry, event)
-    if modalities is not None:
-        doc["frames"] = _select(doc["frames"], modalities)
-    resp = app._encoded(doc, fmt)
-    resp.headers["Server-Timing"] = (
-        f"step;dur={step_s * 1000:.3f}, encode;dur={(time.perf_counter() - started) * 1000:.3f}"
-    )
-    return resp
+    def __init__(self, record: RecordSpec, description):
+        self.record = record
+        self._describe(description)
+
+    def _describe(self, description) -> None:
+        self.spaces = dict(description.actions.behaviors)
+        self.specs = behavior_specs(description)
+
+    def step(self, app: Any, owner: str, session_id: str, data: Any):
+        if not isinstance(data, dict):
+            raise ApiError(400, "invalid_action", 'the body must be {"actions": {behavior: {"continuous": '
+                           '[[...]], "discrete": [[...]]}}}')
+        body = validate_body(MLAgentsStep, data)
+        entry = app.sessions.get(owner, session_id)
+        last = entry.session.last_event
+        counts = {name: len(steps) for name, steps in last.decision_steps.items()} if last is not None else {}
+        actions = {name: a.model_dump(exclude_none=True) for name, a in body.actions.items()}
+        check_actions(actions, self.spaces, counts, app.policy.limits.agents)
+        return self._seen(entry, app.sessions.step(owner, session_id, action_arrays(actions, self.spaces, counts)))
+
+    def reset(self, app: Any, owner: str, session_id: str, data: Any):
+        body = validate_body(MLAgentsReset, data)
+        event = app.sessions.reset(owner, session_id, None, body.environment_parameters)
+        return self._seen(app.sessions.get(owner, session_id), event)
+
+    def _seen(self, entry, event):
+        if not self.specs.keys() >= event.decision_steps.keys():  # a behavior the game had not declared yet
+            self._describe(entry.session.describe())
+        return event
+
+    def document(self, entry: Any, event: Any, modalities: list[str] | None, fmt: str, json_as_sent: bool) -> dict:
+        return documents.mlagents_document(event, entry.session.steps, self.specs, self.record, modalities)
+
+
+class _OneShotGame:
+    """A one-shot render's game as the jobs' episode driver (``MLAgentsSeat``) takes one: a temporary session of
+    the requester, whose launch was the unit's reset (so the first ``reset()`` answers the launch's event)."""
+
+    def __init__(self, app: Any, owner: str, kwargs: dict, request_doc: dict):
+        self._block = one_shot_session(app, owner, {**kwargs, "protocol": MLAGENTS}, request_doc)
+        self.session = self._block.__enter__()
+        try:
+            self.behavior_specs = behavior_specs(self.session.describe())
+        except BaseException as exc:
+            self._block.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        self._launched = True
+
+    def reset(self):
+        if self._launched:
+            self._launched = False
+            return self.session.last_event
+        return self.session.reset()
+
+    def step(self, actions):
+        return self.session.step(actions)
+
+    def close(self) -> None:
+        self._block.__exit__(None, None, None)
+
+
+def _controller_kwargs(app: Any, env: MLAgentsEnvironmentSpec, auto_restart: bool) -> dict:
+    kwargs = {**env.controller_kwargs(), "protocol": MLAGENTS}
+    kwargs["log_dir"] = str(app.config.data_root / "player-logs")
+    kwargs["max_restarts"] = max(1, env.max_restarts) if auto_restart else 0
+    return kwargs
+
+
+class MLAgentsFamily:
+    name = MLAGENTS
+    session_body = MLAgentsSessionCreate
+    step_body = MLAgentsStep
+    reset_body = MLAgentsReset
+    render_body = MLAgentsRenderRequest
+    job_body = MLAgentsJobSpec
+
+    def create_session(self, app: Any, owner: str, data: Any):
+        body = validate_body(MLAgentsSessionCreate, data)
+        app.policy.check_game(body.environment)
+        kwargs = _controller_kwargs(app, body.environment, body.auto_restart)
+        if body.environment.environment_parameters:
+            from unirender.spec.mlagents import resolve_parameters
+
+            kwargs["environment_parameters"] = resolve_parameters(body.environment.environment_parameters, 0)
+        entry = app.sessions.create(owner, kwargs, body.model_dump(mode="json"), auto_restart=body.auto_restart)
+        try:
+            entry.adapter = MLAgentsSession(body.record, entry.session.describe())
+            _check_record(body.record, entry.adapter.specs)
+        except BaseException:
+            app.sessions.delete(owner, entry.id, "its record section names what the game does not have")
+            raise
+        return entry
+
+    def render(self, app: Any, owner: str, data: Any, fmt: str, json_as_sent: bool) -> list[dict]:
+        from unirender.jobs.mlagents_episodes import MLAgentsSeat, expand_mlagents_units, run_mlagents_frames
+
+        body = validate_body(MLAgentsRenderRequest, data)
+        check_frame_count(body.episode.known_frame_count * body.episode.repeat)
+        app.policy.check_game(body.environment)  # before any player starts
+        spec = MLAgentsJobSpec(environment=body.environment, record=body.record, episodes=[body.episode])
+        request_doc = body.model_dump(mode="json")
+        kwargs = _controller_kwargs(app, body.environment, auto_restart=False)
+        docs = RenderDocuments()
+        for unit in expand_mlagents_units(spec):  # each repeat on a fresh game: its seed decides its frames
+            seat = MLAgentsSeat(kwargs, factory=lambda k: _OneShotGame(app, owner, k, request_doc))
+            try:
+                for _index, frame in run_mlagents_frames(seat, unit, spec):
+                    docs.add({"metadata": frame.metadata, "frames": frame.frames()})
+            finally:
+                seat.stop()
+        return docs
+
+    def job_spec(self, app: Any, data: Any):
+        """Validated as the loader does (strict types first), its game checked."""
+        from unirender.spec import load_spec
+
+        validate_body(MLAgentsJobSpec, data)
+        spec = load_spec(data)
+        app.policy.check_game(spec.environment)
+        return spec
+
+
+FAMILY = MLAgentsFamily()

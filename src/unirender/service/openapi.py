@@ -1,4 +1,5 @@
-"""The OpenAPI 3.1 document of the client API, with request schemas taken from the pydantic models."""
+"""The OpenAPI 3.1 document of the client API, with request schemas taken from the pydantic models: each family's
+bodies (``service.families``) are the ``oneOf`` members of the operation that takes them."""
 
 from __future__ import annotations
 
@@ -6,9 +7,7 @@ import html
 from typing import Any
 
 from unirender import __version__
-from unirender.service.mlagents_sessions import MLAgentsReset, MLAgentsSessionCreate, MLAgentsStep
-from unirender.service.models import RenderRequest, ResetBody, SessionCreate
-from unirender.spec import JobSpec
+from unirender.service.families import every_family
 
 REF = "#/components/schemas/{model}"
 
@@ -52,15 +51,33 @@ EVENT = {
 
 def _schemas() -> dict[str, Any]:
     schemas: dict[str, Any] = {"Error": ERROR, "Action": ACTION, "Frame": FRAME, "Event": EVENT}
-    for model in (SessionCreate, ResetBody, RenderRequest, JobSpec, MLAgentsSessionCreate, MLAgentsStep,
-                  MLAgentsReset):
-        schema = model.model_json_schema(ref_template=REF)
-        schemas.update(schema.pop("$defs", {}))
-        schemas[model.__name__] = schema
+    for family in every_family():
+        for model in (family.session_body, family.step_body, family.reset_body, family.render_body,
+                      family.job_body):
+            if isinstance(model, str):  # a hand-written schema (above)
+                continue
+            schemas.update(_model_schema(model))
     schemas["EventList"] = {
         "type": "object", "properties": {"events": {"type": "array", "items": {"$ref": REF.format(model="Event")}}}
     }
     return schemas
+
+
+def _model_schema(model) -> dict[str, Any]:
+    """A model's schema under its name, and the schemas it refers to."""
+    schema = model.model_json_schema(ref_template=REF)
+    schemas: dict[str, Any] = schema.pop("$defs", {})
+    schemas[model.__name__] = schema
+    return schemas
+
+
+def _names(part: str) -> list[str]:
+    """The schema names of one body (``session_body``, ``step_body``, ...) of every family, in registry order."""
+    names = []
+    for family in every_family():
+        body = getattr(family, part)
+        names.append(body if isinstance(body, str) else body.__name__)
+    return names
 
 
 def _ref(name: str) -> dict:
@@ -133,7 +150,11 @@ def _int_query(name: str) -> dict:
     return {"name": name, "in": "query", "required": False, "schema": {"type": "integer", "minimum": 1}}
 
 
-def openapi_document(config=None) -> dict:
+def openapi_document(config=None, *, auth_enabled: bool | None = None) -> dict:
+    """The document; its ``security`` says whether a bearer token is needed (``config.auth_enabled``, or
+    ``auth_enabled``; default: needed)."""
+    if auth_enabled is None:
+        auth_enabled = config is None or config.auth_enabled
     obj = {"type": "object"}
     paths = {
         "/healthz": {"get": _op("liveness", {"200": _json(obj)}, public=True)},
@@ -146,29 +167,33 @@ def openapi_document(config=None) -> dict:
         "/v1/sessions": {
             "get": _op("your sessions", {"200": _json(obj)}),
             "post": _op("start a player for an environment spec (environment.protocol: mlagents -> an ML-Agents "
-                        "game)", {"201": _json(obj, "created")}, body=_body(["SessionCreate", "MLAgentsSessionCreate"])),
+                        "game)", {"201": _json(obj, "created")}, body=_body(_names("session_body"))),
         },
         "/v1/sessions/{session_id}": {
-            "get": _op("one session", {"200": _json(obj)}, params=[SID]),
+            "get": _op("one session: its record, and 'description', its player's Session.describe() (family, "
+                       "actions, observations, where it runs; null when the player cannot say)", {"200": _json(obj)},
+                       params=[SID]),
             "delete": _op("stop a session", {"204": {"description": "stopped"}}, params=[SID]),
         },
         "/v1/sessions/{session_id}/step": {
             "post": _op("one action; on an ML-Agents session the actions per behavior (lists of rows, one per "
                         "decision agent; 422 when a shape does not match the behavior spec)",
-                        _event_responses("Event"), body=_body(["Action", "MLAgentsStep"]),
+                        _event_responses("Event"), body=_body(_names("step_body")),
                         params=[SID, MODALITIES, METADATA_AS_SENT]),
         },
         "/v1/sessions/{session_id}/reset": {
             "post": _op("reset to a scene (ML-Agents: new episodes, optional environment parameters)",
-                        _event_responses("Event"), body=_body(["ResetBody", "MLAgentsReset"]),
+                        _event_responses("Event"), body=_body(_names("reset_body")),
                         params=[SID, MODALITIES, METADATA_AS_SENT]),
         },
-        "/v1/render": {"post": _op("one-shot render of an episode", _event_responses("EventList"),
-                                   body=_body("RenderRequest"), params=[METADATA_AS_SENT])},
+        "/v1/render": {"post": _op("one-shot render of an episode on a temporary player (an AI2-THOR episode, or "
+                                   "with environment.protocol: mlagents an ML-Agents episode: its policy's steps "
+                                   "after the reset, each repeat on a fresh game)", _event_responses("EventList"),
+                                   body=_body(_names("render_body")), params=[METADATA_AS_SENT])},
         "/v1/jobs": {
             "get": _op("your jobs, newest first, a page at a time ('next': the 'before' of the next page)",
                        {"200": _json(obj)}, params=JOB_PAGE),
-            "post": _op("submit a job spec", {"202": _json(obj, "accepted")}, body=_body("JobSpec")),
+            "post": _op("submit a job spec", {"202": _json(obj, "accepted")}, body=_body(_names("job_body"))),
         },
         "/v1/jobs/{job_id}": {
             "get": _op("job state and progress", {"200": _json(obj)}, params=[JID]),
@@ -185,7 +210,7 @@ def openapi_document(config=None) -> dict:
             "schemas": _schemas(),
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
-        "security": [{"bearer": []}] if config is None or config.auth_enabled else [],
+        "security": [{"bearer": []}] if auth_enabled else [],
     }
 
 

@@ -1,5 +1,6 @@
 """Every limit the service puts on what a player is asked to do, applied in one place to every action, whichever
-endpoint it came from: a session's step, a one-shot render's episode, a job's episodes.
+endpoint it came from: a session's step, a one-shot render's episode, a job's episodes. (An ML-Agents step's
+actions are checked against the game's action spaces by its family, ``service.mlagents_sessions.check_actions``.)
 
 Episodes are checked before any player starts, by walking their actions the way the episode driver
 (``jobs.episodes.run_unit``) will run them: a reset (its cameras re-added), then each action in order. So a
@@ -67,12 +68,14 @@ class ActionPolicy:
         self.limits = config.limits
 
     # -- what a player is started with ---------------------------------------------------------------------
+    def check_game(self, env) -> None:
+        """Any family's environment: an allowed executable, a resolution within the pixel limit."""
+        self._check_executable(env.executable)
+        self._check_pixels(env.width, env.height, "environment.width")
+
     def check_environment(self, env, render=None) -> PlayerState:
-        """A session's or job's environment and render spec; returns the state right after its reset."""
-        if env.executable not in self.config.allowed_executables:
-            raise ApiError(403, "executable_not_allowed",
-                           f"executable {env.executable!r} is not allowed here; allowed: "
-                           f"{self.config.allowed_executables}")
+        """An AI2-THOR session's or job's environment and render spec; returns the state right after its reset."""
+        self._check_executable(env.executable)
         cameras = len(render.cameras) if render is not None else 0
         if cameras > self.limits.cameras:
             raise ApiError(422, "too_many_cameras", f"{cameras} cameras exceed the limit of "
@@ -119,45 +122,6 @@ class ActionPolicy:
         for i, episode in enumerate(spec.episodes):
             self.check_episode(episode, spec.render, f"episodes.{i}")
 
-    # -- ML-Agents sessions (service/mlagents_sessions.py) ----------------------------------------------------
-    def check_mlagents_environment(self, env) -> None:
-        """An ML-Agents game: allowed executable, camera size within the pixel limit."""
-        if env.executable not in self.config.allowed_executables:
-            raise ApiError(403, "executable_not_allowed",
-                           f"executable {env.executable!r} is not allowed here; allowed: "
-                           f"{self.config.allowed_executables}")
-        self._check_pixels(env.width, env.height, "environment.width")
-
-    def check_mlagents_actions(self, actions: dict, specs: dict, decision_counts: dict) -> None:
-        """One step's ``{behavior: {"continuous": rows, "discrete": rows}}`` against the behavior specs and the
-        decision agents of the last event: known behaviors, one row per decision agent (at most
-        ``limits.agents``), row widths as the action spec says, discrete values inside their branch."""
-        for name, given in actions.items():
-            at = f"actions.{name}"
-            if name not in specs:
-                raise ApiError(422, "unknown_behavior", f"{at}: the game has no behavior {name!r}; it has "
-                               f"{sorted(specs)}", path=at)
-            spec, n = specs[name].action_spec, decision_counts.get(name, 0)
-            if n > self.limits.agents:
-                raise ApiError(422, "too_many_agents", f"{at}: {n} decision agents exceed the limit of "
-                               f"{self.limits.agents}", path=at)
-            for kind, width in (("continuous", spec.continuous_size), ("discrete", spec.discrete_size)):
-                rows = given.get(kind)
-                if rows is None:
-                    continue
-                if len(rows) != n:
-                    raise ApiError(422, "invalid_action_shape", f"{at}.{kind}: {len(rows)} rows, the behavior has "
-                                   f"{n} decision agents (one row each, in decision order)", path=f"{at}.{kind}")
-                for i, row in enumerate(rows):
-                    if len(row) != width:
-                        raise ApiError(422, "invalid_action_shape", f"{at}.{kind}.{i}: {len(row)} values, the "
-                                       f"behavior takes {width}", path=f"{at}.{kind}.{i}")
-                    if kind == "discrete":
-                        for b, (value, size) in enumerate(zip(row, spec.discrete_branches, strict=True)):
-                            if not 0 <= value < size:
-                                raise ApiError(422, "invalid_action", f"{at}.discrete.{i}.{b}: {value} is not a "
-                                               f"choice of a branch of {size}", path=f"{at}.discrete.{i}.{b}")
-
     @staticmethod
     def session_state(session) -> PlayerState:
         """A running session's state, from its last event."""
@@ -175,6 +139,11 @@ class ActionPolicy:
                 scene.lower().endswith((".yaml", ".yml", ".json")):
             raise ApiError(422, "scene_path_not_allowed", f"scene {scene!r} looks like a file path; the service "
                            "takes scene names only (GET a session's metadata for the player's scenes)", path=path)
+
+    def _check_executable(self, executable: str) -> None:
+        if executable not in self.config.allowed_executables:
+            raise ApiError(403, "executable_not_allowed", f"executable {executable!r} is not allowed here; allowed: "
+                           f"{self.config.allowed_executables}")
 
     def _check_pixels(self, width: int, height: int, path: str) -> None:
         pixels = width * height

@@ -18,6 +18,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 from unirender.cluster import Session, SessionBackend, SessionClosedError, SessionLostError
 from unirender.cluster.base import new_session_id
@@ -43,6 +44,7 @@ class ServiceSession:
     last_used: float = field(default_factory=time.monotonic)
     busy: int = 0  # requests in flight on this session; the reaper leaves busy sessions alone
     frames: FrameSlot = field(default_factory=FrameSlot)  # latest event for viewers (the web console)
+    adapter: Any = None  # its family's SessionAdapter (service.families), set by the family that created it
 
     def describe(self) -> dict:
         info = self.session.info()

@@ -1,4 +1,4 @@
-"""The service's view of the HTTP body formats: :mod:`unirender.wire` (shared with the client) plus content
+"""The service's view of the HTTP body formats: :mod:`unirender.http_format` (shared with the client) plus content
 negotiation, which only the service does and which uses werkzeug's ``Accept`` parser."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import functools
 from werkzeug.datastructures import MIMEAccept
 from werkzeug.http import parse_accept_header
 
-from unirender.wire import (
+from unirender.http_format import (
     FORMATS,
     JSON,
     MAX_DEPTH,

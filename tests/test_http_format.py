@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from unirender import wire
-from unirender.service.wire import negotiate
+from unirender import http_format
+from unirender.service.http_format import negotiate
 
 DTYPES = st.sampled_from([np.uint8, np.float32, np.uint32, np.int16])
 SHAPES = st.sampled_from([(5, 7), (4, 6, 3), (3, 5, 4), (2, 4, 6, 3), (1, 1)])
@@ -29,15 +29,15 @@ def frame(draw):
 
 @settings(max_examples=60, deadline=None)
 @given(frames=st.dictionaries(st.sampled_from(["frame", "depth_frame", "x"]), frame(), max_size=3),
-       fmt=st.sampled_from(wire.FORMATS), many=st.booleans())
+       fmt=st.sampled_from(http_format.FORMATS), many=st.booleans())
 def test_documents_round_trip_exactly(frames, fmt, many):
     doc = {"metadata": {"agent": {"position": {"x": 1.5}}, "frames": "metadata keys are not frames"},
            "frames": frames}
     body_doc = {"events": [doc, doc]} if many else doc
-    content_type, body = wire.encode_document(body_doc, fmt)
+    content_type, body = http_format.encode_document(body_doc, fmt)
     if isinstance(body, list):
         body = b"".join(body)
-    out = wire.decode_document(content_type, body)
+    out = http_format.decode_document(content_type, body)
     for event in out["events"] if many else [out]:
         assert event["metadata"] == doc["metadata"]
         assert set(event["frames"]) == set(frames)
@@ -55,22 +55,22 @@ def test_documents_round_trip_exactly(frames, fmt, many):
     ("text/html", b"<html>"),
 ])
 def test_bad_response_bodies_raise_wire_error(content_type, body):
-    with pytest.raises(wire.WireError):
-        wire.decode_document(content_type, body)
+    with pytest.raises(http_format.WireError):
+        http_format.decode_document(content_type, body)
 
 
 def test_request_bodies():
-    assert wire.decode_request_body(None, b'{"a": 1}') == {"a": 1}
-    assert wire.decode_request_body("application/x-msgpack", b"\x81\xa1a\x01") == {"a": 1}
-    assert wire.decode_request_body("application/json", b"") == {}
-    with pytest.raises(wire.UnsupportedMediaType):
-        wire.decode_request_body("text/plain", b"x")
+    assert http_format.decode_request_body(None, b'{"a": 1}') == {"a": 1}
+    assert http_format.decode_request_body("application/x-msgpack", b"\x81\xa1a\x01") == {"a": 1}
+    assert http_format.decode_request_body("application/json", b"") == {}
+    with pytest.raises(http_format.UnsupportedMediaType):
+        http_format.decode_request_body("text/plain", b"x")
 
 
 def test_negotiation():
-    assert negotiate(None) == wire.JSON
-    assert negotiate("application/x-msgpack, application/json;q=0.5") == wire.MSGPACK
-    assert negotiate("multipart/*") == wire.MULTIPART
+    assert negotiate(None) == http_format.JSON
+    assert negotiate("application/x-msgpack, application/json;q=0.5") == http_format.MSGPACK
+    assert negotiate("multipart/*") == http_format.MULTIPART
     assert negotiate("image/png") is None
 
 
@@ -83,14 +83,14 @@ def test_options_header_parser_agrees_with_werkzeug(value):
     from werkzeug.http import parse_options_header
 
     mime, options = parse_options_header(value)
-    assert wire.parse_options_header(value) == (mime.lower(), {k.lower(): v for k, v in options.items()})
+    assert http_format.parse_options_header(value) == (mime.lower(), {k.lower(): v for k, v in options.items()})
 
 
-def test_service_wire_is_the_shared_module():
-    from unirender.service import wire as service_wire
+def test_service_http_format_is_the_shared_module():
+    from unirender.service import http_format as service_http_format
 
-    assert service_wire.decode_document is wire.decode_document
-    assert service_wire.WireError is wire.WireError
+    assert service_http_format.decode_document is http_format.decode_document
+    assert service_http_format.WireError is http_format.WireError
 
 
 @settings(max_examples=40, deadline=None)
@@ -112,26 +112,26 @@ def test_lazy_msgpack_documents_decode_metadata_on_first_read(frames, many, pack
             "frames": "metadata keys are not frames"}
     if packed == "json":  # the player's whole document (a one-agent scene), maybe a view into its request body
         text = json.dumps({"agents": [meta], "sequenceId": 4}).encode()
-        doc = {wire.METADATA_JSON: memoryview(bytearray(text)) if view else text, "frames": frames}
+        doc = {http_format.METADATA_JSON: memoryview(bytearray(text)) if view else text, "frames": frames}
     else:
-        doc = {"metadata": wire.PackedMsgpack(msgpack.packb(meta)) if packed == "msgpack" else meta, "frames": frames}
+        doc = {"metadata": http_format.PackedMsgpack(msgpack.packb(meta)) if packed == "msgpack" else meta, "frames": frames}
     if step and packed != "dict":
-        doc[wire.STEP] = {"lastActionSuccess": True, "screenWidth": 7, "screenHeight": 5}
-    content_type, body = wire.encode_document({"events": [doc, doc]} if many else doc, wire.MSGPACK)
-    out = wire.decode_document(content_type, body, lazy_metadata=True)
+        doc[http_format.STEP] = {"lastActionSuccess": True, "screenWidth": 7, "screenHeight": 5}
+    content_type, body = http_format.encode_document({"events": [doc, doc]} if many else doc, http_format.MSGPACK)
+    out = http_format.decode_document(content_type, body, lazy_metadata=True)
     for event_doc in out["events"] if many else [out]:
         document = event_doc["metadata"]
         assert isinstance(document, RawMetadata) and not document.decoded
         event = _event_from_document(event_doc)
         assert event.screen_width == 7 and event and not document.decoded  # step keys without a decode
-        assert (document._fields is None) == (wire.STEP in doc)  # ... and without a scan, given them
+        assert (document._fields is None) == (http_format.STEP in doc)  # ... and without a scan, given them
         assert event.metadata == meta and document.decoded
         for name, array in frames.items():
             assert np.array_equal(event_doc["frames"][name], array, equal_nan=array.dtype.kind == "f")
-    eager = wire.decode_document(content_type, body)  # eager: dicts under "metadata", whatever was sent
-    keys = {"metadata", "frames"} | ({wire.STEP} if wire.STEP in doc else set())
+    eager = http_format.decode_document(content_type, body)  # eager: dicts under "metadata", whatever was sent
+    keys = {"metadata", "frames"} | ({http_format.STEP} if http_format.STEP in doc else set())
     assert all(d["metadata"] == meta and set(d) == keys for d in (eager["events"] if many else [eager]))
-    generic = wire._unpack_lazy_generic(body)  # the path for documents of any other shape: the same result
+    generic = http_format._unpack_lazy_generic(body)  # the path for documents of any other shape: the same result
     for got, other in zip(out["events"] if many else [out], generic["events"] if many else [generic], strict=True):
         assert got["metadata"].decode() == other["metadata"].decode()
         assert set(got["frames"]) == set(other["frames"])
@@ -140,8 +140,8 @@ def test_lazy_msgpack_documents_decode_metadata_on_first_read(frames, many, pack
 
 @pytest.mark.parametrize("body", [b"", b"\x92\x01\x02", b"\x81\xa8metadata\x81", b"\x80\x00", b"\xc1"])
 def test_bad_lazy_msgpack_bodies_raise_wire_error(body):
-    with pytest.raises(wire.WireError):
-        wire.decode_document(wire.MSGPACK, body, lazy_metadata=True)
+    with pytest.raises(http_format.WireError):
+        http_format.decode_document(http_format.MSGPACK, body, lazy_metadata=True)
 
 
 @pytest.mark.parametrize("many", [False, True])
@@ -157,7 +157,7 @@ def test_msgpack_encoding_lets_go_of_the_frames_at_once(many):
     doc = {"metadata": {"lastActionSuccess": True}, "frames": {"frame": frame}}
     gc.disable()
     try:
-        wire.encode_document({"events": [doc, doc]} if many else doc, wire.MSGPACK)
+        http_format.encode_document({"events": [doc, doc]} if many else doc, http_format.MSGPACK)
         del doc, buffer, frame
         assert alive() is None
     finally:
@@ -171,10 +171,20 @@ def test_msgpack_pieces_hold_the_frames_memory_and_few_buffers():
     frames = {"frame": stored[::-1, :, :3], "depth_frame": np.linspace(0, 1, 30, dtype=np.float32).reshape(5, 6)}
     doc = {"metadata": {"lastActionSuccess": True, "objects": [{"a": 1}] * 3}, "step": {"screenWidth": 6},
            "frames": frames}
-    pieces = wire.msgpack_pieces(doc)
+    pieces = http_format.msgpack_pieces(doc)
     views = [p for p in pieces if isinstance(p, memoryview)]
     assert len(views) == 2 and len(pieces) <= 2 * len(views) + 1  # no run of bytes left unjoined
     assert np.shares_memory(np.frombuffer(views[0], np.uint8), stored)  # the stored RGBA rows, as they are
     assert np.shares_memory(np.frombuffer(views[1], np.float32), frames["depth_frame"])
-    decoded = wire.decode_document(wire.MSGPACK, b"".join(pieces))
+    decoded = http_format.decode_document(http_format.MSGPACK, b"".join(pieces))
     assert np.array_equal(decoded["frames"]["frame"], frames["frame"]) and decoded["step"] == {"screenWidth": 6}
+
+
+def test_the_old_name_is_the_same_module_with_a_deprecation_warning():
+    import importlib
+    import sys
+
+    sys.modules.pop("unirender.wire", None)
+    with pytest.warns(DeprecationWarning, match="unirender.http_format"):
+        old = importlib.import_module("unirender.wire")
+    assert old is http_format
