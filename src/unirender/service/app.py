@@ -263,7 +263,6 @@ class ServiceApp:
             check_body(body)
         return body
 
-    _body = read_body  # the console's name for it (service/ui), until it calls read_body
 
     @staticmethod
     def response_format(request: Request) -> str:

@@ -221,12 +221,11 @@ class Console:
         return self._json({"now": time.time(), **self._session_doc(self.app.sessions.get(owner, session_id))})
 
     def ep_action(self, request, owner, session_id):
-        body = self.app._body(request)
+        body = self.app.read_body(request)
         entry = self.app.sessions.get(owner, session_id)
         family = console_family(entry.session.family)
         action, label = family.action(body, entry.session.last_event, self._description(entry))
-        family.check(self.app, owner, session_id, action)  # every limit the API's step has
-        event = self.app.sessions.step(owner, session_id, action)
+        event = self.app.step_session(owner, session_id, action)  # every check and limit of the API's step
         return self._json({**family.result(event, label), "steps": entry.session.steps})
 
     def ep_stream(self, request, owner, session_id):

@@ -96,9 +96,6 @@ class AI2ThorConsole:
                            'e.g. {"action": "RotateRight", "degrees": 90}')
         return body, body["action"]
 
-    def check(self, app: Any, owner: str, session_id: str, action: Any) -> None:
-        app.check_step(owner, session_id, action)  # the API's limits on an action (cameras, sizes, ...)
-
     def transport(self, environment: dict) -> str:
         return environment.get("transport", "fifo")
 
@@ -152,9 +149,10 @@ class MLAgentsConsole:
                               for name, space in behaviors.items()}}  # fmt: skip
 
     def action(self, body: Any, event: Any, description: Description | None) -> tuple[Any, str]:
-        """``{"behavior": name, "continuous": [c floats], "discrete": [b ints]}`` -> ``{behavior: {"continuous":
-        (n, c), "discrete": (n, b)}}`` for the n agents that ask for a decision; checked against the declared
-        space (a 422 that names the field), other behaviors get zeros."""
+        """``{"behavior": name, "continuous": [c floats], "discrete": [b ints]}`` -> the API's step body
+        (``{"actions": {behavior: {"continuous": n rows, "discrete": n rows}}}``) for the n agents that ask for a
+        decision, the same row for each; checked against the declared space first (a 422 that names the field);
+        other behaviors get zeros."""
         if not isinstance(body, dict) or not isinstance(body.get("behavior"), str):
             raise ApiError(400, "invalid_action", 'the body must be {"behavior": name, "continuous": [...], '
                            '"discrete": [...]}')
@@ -172,13 +170,9 @@ class MLAgentsConsole:
                 raise ApiError(422, "invalid_action", f"discrete[{i}] must be a whole number in 0..{size - 1}")
         steps = event.decision_steps.get(name) if event is not None else None
         n = len(steps) if steps is not None else 0
-        actions = {name: {"continuous": np.tile(np.asarray(continuous, np.float32), (n, 1)),
-                          "discrete": np.tile(np.asarray(discrete, np.int32), (n, 1))}}  # fmt: skip
+        actions = {"actions": {name: {"continuous": [continuous] * n, "discrete": [[int(c) for c in discrete]] * n}}}
         label = " ".join([f"{v:+.2f}" for v in continuous] + [str(int(c)) for c in discrete]) or "step"
         return actions, f"{name.split('?', 1)[0]} [{label}]"
-
-    def check(self, app: Any, owner: str, session_id: str, action: Any) -> None:
-        pass  # action() checked it against the declared space; the session's rate limit applies in step
 
     def transport(self, environment: dict) -> str:
         return "gRPC"
