@@ -33,7 +33,7 @@ remove_everything() {
     local ids
     ids=$(podman ps -aq --filter "label=unirender.container-test=$RUN_ID" 2>/dev/null || true)
     # shellcheck disable=SC2086
-    [ -n "$ids" ] && podman rm -f -t 0 $ids >/dev/null 2>&1
+    [ -n "$ids" ] && podman rm -f -v -t 0 $ids >/dev/null 2>&1  # -v: the image's anonymous /data volume too
     podman network exists "$NET" 2>/dev/null && podman network rm -f "$NET" >/dev/null 2>&1
     podman volume exists "$VOLUME" 2>/dev/null && podman volume rm -f "$VOLUME" >/dev/null 2>&1
     rm -rf "$TMP"
@@ -42,6 +42,7 @@ remove_everything() {
 }
 on_exit() {
     local rc=$?
+    set +e  # clean up whatever state the run stopped in
     if [ "$rc" -ne 0 ]; then
         for c in service head worker; do
             podman container exists "$RUN_ID-$c" 2>/dev/null || continue
@@ -64,6 +65,7 @@ step "images"
 t=$(date +%s.%N)
 ur_build_images
 echo "service image $UR_IMAGE, Ray node image $UR_RAY_IMAGE ($(elapsed "$t") s)"
+VOLUMES_BEFORE=$(podman volume ls -q | sort)
 podman network create --subnet "$PREFIX.0/24" "${LABEL[@]}" "$NET" >/dev/null \
     || fail "cannot create network $NET on $PREFIX.0/24 (another run's network? podman network ls)"
 podman volume create "${LABEL[@]}" "$VOLUME" >/dev/null
@@ -115,7 +117,7 @@ podman stop -t 30 "$RUN_ID-service" >/dev/null 2>>"$TMP/run.err"
 code=$(podman inspect -f '{{.State.ExitCode}}' "$RUN_ID-service")
 [ "$code" = 0 ] || fail "the service exited $code on SIGTERM"
 podman logs "$RUN_ID-service" 2>&1 | grep -q "unirender service stopped" || fail "no clean stop in the log"
-podman rm "$RUN_ID-service" >/dev/null 2>>"$TMP/run.err"
+podman rm -v "$RUN_ID-service" >/dev/null 2>>"$TMP/run.err"
 echo "  ok: SIGTERM: the service stopped cleanly (exit 0), container removed"
 
 # --- 2. two Ray nodes ------------------------------------------------------------------------------------------
@@ -149,7 +151,7 @@ while sum(n["Alive"] for n in ray.nodes()) < 2:
 ' "$PREFIX.10:6379" 2>"$TMP/cluster.err" || { cat "$TMP/cluster.err" >&2; fail "the two Ray nodes did not form a cluster"; }
 echo "  ok: a 2-node Ray cluster $(elapsed "$t") s after the worker's podman run"
 
-COUNT=${UR_RAY_JOB_FRAMES:-400}
+COUNT=${UR_RAY_JOB_FRAMES:-1000}
 SHARD=10
 podman exec "$RUN_ID-head" python3 /opt/container-test/driver.py "$PREFIX.10:6379" /tmp/ray-job \
     --count "$COUNT" --frames-per-shard "$SHARD" > "$TMP/driver.log" 2>&1 &
@@ -164,7 +166,7 @@ while :; do
        && "$PYTHON" "$UR_ROOT/scripts/container-checks.py" processes "$RUN_ID-worker" --expect-player \
             > "$TMP/worker.ps" 2>&1; then
         commits=$(podman exec "$RUN_ID-head" sh -c 'cat /tmp/ray-job/.unirender-job/commits.log 2>/dev/null | wc -l')
-        [ "$commits" -ge 2 ] && break
+        [ "$commits" -ge 1 ] && break
     fi
     sleep 0.5
 done
@@ -197,11 +199,14 @@ echo "  ok: the job finished on the head alone"
 # --- nothing left behind ---------------------------------------------------------------------------------------
 step "teardown"
 podman stop -t 20 "$RUN_ID-head" >/dev/null 2>&1
-podman rm -f -t 0 "$RUN_ID-head" "$RUN_ID-worker" >/dev/null 2>&1
+podman rm -f -v -t 0 "$RUN_ID-head" "$RUN_ID-worker" >/dev/null 2>&1
 podman network rm "$NET" >/dev/null
 podman volume rm "$VOLUME" >/dev/null
 rm -rf "$TMP"
 left="$(podman ps -aq --filter "label=unirender.container-test=$RUN_ID")$(podman volume ls -q --filter "label=unirender.container-test=$RUN_ID")"
+volumes_after=$(podman volume ls -q | sort)
+extra=$(comm -13 <(echo "$VOLUMES_BEFORE") <(echo "$volumes_after"))
+[ -z "$extra" ] || left="$left volumes: $extra"
 podman network exists "$NET" && left="$left network $NET"
 [ -e "$TMP" ] && left="$left $TMP"
 [ -z "$left" ] || fail "left behind: $left"
