@@ -74,6 +74,7 @@ podman volume create "${LABEL[@]}" "$VOLUME" >/dev/null
 step "service container"
 TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 PORT=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# A read-only root with the writable places of deploy/kubernetes/service.yaml (/tmp, XDG_RUNTIME_DIR, HOME, /data).
 # A "user's Unity build": a folder named like a CloudRendering build whose executable is the reference player
 # (docs/player.md), mounted read-only and listed in the service's allowed_executables.
 BUILD_NAME=thor-CloudRendering-ctest
@@ -91,6 +92,8 @@ chmod 0644 "$TMP/service.yaml"
 t=$(date +%s.%N)
 podman run -d --name "$RUN_ID-service" "${LABEL[@]}" --network "$NET" --ip "$PREFIX.20" \
     -p "127.0.0.1:$PORT:8200" --cap-drop all --security-opt no-new-privileges \
+    --read-only --read-only-tmpfs=false --tmpfs /tmp:rw,mode=1777 --tmpfs /run/unirender:rw,mode=0700,U \
+    --tmpfs /home/unirender:rw,U \
     -e "UNIRENDER_TOKENS=ctest=$TOKEN" -v "$VOLUME:/data" -v "$TMP/builds:/builds:ro" \
     -v "$TMP/service.yaml:/etc/unirender/service.yaml:ro" "$UR_IMAGE" >/dev/null 2>"$TMP/run.err" \
     || { cat "$TMP/run.err" >&2; fail "podman run"; }
