@@ -105,7 +105,7 @@ def check_service(url: str, container: str, volume_dir: Path, owner: str, build:
         "workers": 1,
     }
     status = client.submit_job(spec).wait(timeout=180)
-    check(status["state"] == "succeeded", f"job {status['state']}: {status.get('errors') or ''}")
+    check(status["state"] == "succeeded", f"job {status['state']}" + (f": {status['errors']}" if status.get("errors") else ""))
     out = volume_dir / owner / "container-job"
     dataset = load_dataset(out)
     records = list(dataset.records)
