@@ -143,6 +143,9 @@ def main() -> int:
             check(bool(found), f"{args.container} runs {len(found)} player(s): "
                   + "; ".join(f"pid {r['pid']} {r['cmd'][:60]!r}, child of {parent.get(r['ppid'], '?')[:40]!r}"
                               for r in found))
+            root = [r for r in rows if r["uid"] == 0]
+            check(not root, f"{args.container}: all {len(rows)} processes non-root" if not root
+                  else f"{args.container}: no root process: {root}")
     return 0
 
 
