@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the unirender container images with podman, each cached by the hash of what goes into it.
 #   scripts/container-build.sh        prints two lines: the service image's tag, then the Ray node image's tag
-# Sourced by scripts/container-test.sh and benchmarks/container.py's runs (they call ur_build_images).
+# Sourced by scripts/container-test.sh and benchmarks/container.py (they call ur_build_images). UR_BUILD_LOG: a
+# file for podman build's output (default: stderr).
 #
 # The base: no image registry is reachable on this project's machines, so the base image is debian:bookworm-slim
 # rebuilt from Debian's own packages (debootstrap --variant=minbase, then the slim image's dpkg excludes) and
@@ -127,7 +128,8 @@ ur_build_images() {
         [ "$target" = ray-node ] && tag=$UR_RAY_IMAGE
         ur_log "building $tag (target $target)"
         podman build --format docker --layers --network host "${mounts[@]}" "${args[@]}" \
-            --build-arg "BASE=$UR_BASE" --target "$target" -t "$tag" -f "$UR_ROOT/Containerfile" "$UR_ROOT" >&2
+            --build-arg "BASE=$UR_BASE" --target "$target" -t "$tag" -f "$UR_ROOT/Containerfile" "$UR_ROOT" \
+            >>"${UR_BUILD_LOG:-/dev/stderr}" 2>&1 || { ur_log "podman build failed${UR_BUILD_LOG:+ (log: $UR_BUILD_LOG)}"; return 1; }
     done
 }
 

@@ -50,6 +50,7 @@ on_exit() {
             podman logs --tail 30 "$RUN_ID-$c" >&2 2>&1 || true
         done
         [ -f "$TMP/driver.log" ] && { echo "--- Ray driver:" >&2; tail -40 "$TMP/driver.log" >&2; }
+        [ -f "$TMP/build.log" ] && { echo "--- podman build:" >&2; tail -30 "$TMP/build.log" >&2; }
     fi
     [ -n "${DRIVER_PID:-}" ] && kill "$DRIVER_PID" 2>/dev/null
     remove_everything
@@ -63,7 +64,7 @@ command -v curl >/dev/null || fail "curl is not installed"
 
 step "images"
 t=$(date +%s.%N)
-ur_build_images
+UR_BUILD_LOG=$TMP/build.log ur_build_images
 echo "service image $UR_IMAGE, Ray node image $UR_RAY_IMAGE ($(elapsed "$t") s)"
 VOLUMES_BEFORE=$(podman volume ls -q | sort)
 podman network create --subnet "$PREFIX.0/24" "${LABEL[@]}" "$NET" >/dev/null \
