@@ -322,7 +322,8 @@ def test_serve_cli_refuses_an_open_non_loopback_host(capsys, monkeypatch):
     monkeypatch.delenv("UNIRENDER_TOKENS", raising=False)
     monkeypatch.delenv("UNIRENDER_CONFIG", raising=False)
     assert main(["serve", "--host", "0.0.0.0", "--port", "0"]) == 2
-    assert "--allow-open" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "--allow-open" in out + err
 
 
 def test_backend_and_its_options_come_from_the_config(tmp_path):
