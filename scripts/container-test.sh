@@ -105,16 +105,16 @@ until curl -sf -o /dev/null "http://127.0.0.1:$PORT/healthz"; do
     sleep 0.1
 done
 echo "  ok: /healthz from the host $(elapsed "$t") s after podman run (limit 20 s)"
-podman healthcheck run "$RUN_ID-service" >/dev/null 2>&1 || fail "the image's HEALTHCHECK fails"
+timeout 60 podman healthcheck run "$RUN_ID-service" >/dev/null 2>&1 || fail "the image's HEALTHCHECK fails"
 echo "  ok: the image's HEALTHCHECK passes"
-podman exec "$RUN_ID-service" unirender doctor > "$TMP/doctor.txt" 2>&1 \
+timeout 120 podman exec "$RUN_ID-service" unirender doctor > "$TMP/doctor.txt" 2>&1 \
     || { cat "$TMP/doctor.txt"; fail "unirender doctor inside the container"; }
 echo "  ok: unirender doctor inside the container exits 0; it sees:"
 grep -E '^(│|\|) (vulkan|egl|x11) ' "$TMP/doctor.txt" | sed 's/^/      /' || true
 grep -E '^auto choice' "$TMP/doctor.txt" | sed 's/^/      /' || true
 
 VOLUME_DIR=$(podman volume inspect -f '{{.Mountpoint}}' "$VOLUME")
-UNIRENDER_TOKEN=$TOKEN "$PYTHON" "$UR_ROOT/scripts/container-checks.py" service "http://127.0.0.1:$PORT" \
+UNIRENDER_TOKEN=$TOKEN timeout 600 "$PYTHON" "$UR_ROOT/scripts/container-checks.py" service "http://127.0.0.1:$PORT" \
     "$RUN_ID-service" "$VOLUME_DIR" ctest "$BUILD"
 
 podman stop -t 30 "$RUN_ID-service" >/dev/null 2>>"$TMP/run.err"
@@ -157,20 +157,21 @@ echo "  ok: a 2-node Ray cluster $(elapsed "$t") s after the worker's podman run
 
 COUNT=${UR_RAY_JOB_FRAMES:-1000}
 SHARD=10
-podman exec "$RUN_ID-head" python3 /opt/container-test/driver.py "$PREFIX.10:6379" /tmp/ray-job \
+timeout 600 podman exec "$RUN_ID-head" python3 /opt/container-test/driver.py "$PREFIX.10:6379" /tmp/ray-job \
     --count "$COUNT" --frames-per-shard "$SHARD" > "$TMP/driver.log" 2>&1 &
 DRIVER_PID=$!
 t=$(date +%s.%N)
 # The players' process trees: one in each container, before the worker is killed.
 while :; do
-    kill -0 "$DRIVER_PID" 2>/dev/null || fail "the Ray job ended before a player ran in both containers"
+    kill -0 "$DRIVER_PID" 2>/dev/null \
+        || fail "the Ray job ended before a player ran in both containers (a faster machine? UR_RAY_JOB_FRAMES=$((COUNT * 4)))"
     awk -v e="$(elapsed "$t")" 'BEGIN { exit !(e > 150) }' && fail "no player in both containers within 150 s"
     if "$PYTHON" "$UR_ROOT/scripts/container-checks.py" processes "$RUN_ID-head" --expect-player \
             > "$TMP/head.ps" 2>&1 \
        && "$PYTHON" "$UR_ROOT/scripts/container-checks.py" processes "$RUN_ID-worker" --expect-player \
             > "$TMP/worker.ps" 2>&1; then
-        commits=$(podman exec "$RUN_ID-head" sh -c 'cat /tmp/ray-job/.unirender-job/commits.log 2>/dev/null | wc -l')
-        [ "$commits" -ge 1 ] && break
+        commits=$(timeout 60 podman exec "$RUN_ID-head" sh -c 'cat /tmp/ray-job/.unirender-job/commits.log 2>/dev/null | wc -l')
+        [ "${commits:-0}" -ge 1 ] && break
     fi
     sleep 0.5
 done
@@ -195,7 +196,7 @@ redone = r["frames_rendered"] - r["frames"]
 check(0 <= redone <= r["frames_per_shard"], f"{redone} frames redone after the kill (at most one chunk: {r['frames_per_shard']})")
 check(r["sessions_left"] == 0, "no session left on the backend")
 EOF
-alive=$(podman exec "$RUN_ID-head" python3 -c '
+alive=$(timeout 120 podman exec "$RUN_ID-head" python3 -c '
 import ray; ray.init(address="auto", log_to_driver=False); print(sum(n["Alive"] for n in ray.nodes()))' 2>/dev/null)
 [ "$alive" = 1 ] || fail "$alive Ray nodes alive after the kill (expected the head alone)"
 echo "  ok: the job finished on the head alone"
