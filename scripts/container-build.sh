@@ -95,15 +95,28 @@ ur_image_hash() {
     } | sha256sum | cut -c1-12
 }
 
+# Root: debootstrap needs it, and the checks use rootful podman (as measured in issue 28). The tools come from
+# Debian's packages when missing.
+ur_ensure_tools() {
+    [ "$(id -u)" -eq 0 ] || { ur_log "needs root (debootstrap, rootful podman): sudo $0"; return 1; }
+    local missing=() p
+    for p in podman runc debootstrap curl; do command -v "$p" >/dev/null || missing+=("$p"); done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    command -v apt-get >/dev/null || { ur_log "missing ${missing[*]} and no apt-get: install them"; return 1; }
+    ur_log "installing ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends podman runc debootstrap curl \
+        netavark aardvark-dns >/dev/null
+}
+
 # Builds what is missing; sets UR_BASE, UR_IMAGE (the service) and UR_RAY_IMAGE (the Ray node).
 ur_build_images() {
-    command -v podman >/dev/null || { ur_log "podman is not installed (apt-get install podman runc debootstrap)"; return 1; }
+    ur_ensure_tools
     ur_podman_env
     UR_BASE=$(ur_base_tag)
     if podman image exists "$UR_BASE"; then
         ur_log "base $UR_BASE (cached)"
     else
-        command -v debootstrap >/dev/null || { ur_log "debootstrap is not installed"; return 1; }
         ur_build_base "$UR_BASE"
         ur_log "base $UR_BASE built"
     fi

@@ -60,7 +60,7 @@ trap on_exit EXIT
 trap 'exit 130' INT TERM
 
 [ -x "$PYTHON" ] || fail "no Python at $PYTHON (run ./dev setup, or set PYTHON)"
-command -v curl >/dev/null || fail "curl is not installed"
+ur_ensure_tools || fail "podman, runc, debootstrap and curl are needed, as root"
 
 step "images"
 t=$(date +%s.%N)
