@@ -89,9 +89,9 @@ ur_image_hash() {
         echo "$base"
         cd "$UR_ROOT"
         for f in Containerfile .containerignore pyproject.toml README.md LICENSE; do sha256sum "$f"; done
-        git ls-files -co --exclude-standard -- src deploy/container | LC_ALL=C sort | while read -r f; do
-            [ -f "$f" ] && sha256sum "$f"
-        done
+        { git ls-files -co --exclude-standard -- src deploy/container 2>/dev/null \
+            || find src deploy/container -type f ! -path '*/__pycache__/*' ! -path '*.egg-info/*'; } \
+            | LC_ALL=C sort | while read -r f; do if [ -f "$f" ]; then sha256sum "$f"; fi; done
     } | sha256sum | cut -c1-12
 }
 
