@@ -13,6 +13,7 @@ import msgpack
 import pytest
 from werkzeug.test import Client
 
+from unirender.errors import SpecError
 from unirender.service import create_app
 from unirender.service.config import ServiceConfig, load_config, parse_tokens
 from unirender.service.limits import PlayerSlots, TokenBucket
@@ -328,12 +329,24 @@ def test_player_routes_reach_the_hub(client):
     assert resp.status_code == 403  # unknown player token: the hub refuses it
 
 
-def test_open_service_binds_loopback_only():
-    from unirender.service.server import loopback_unless_authenticated
+def test_open_service_refuses_a_non_loopback_host_unless_allowed():
+    from unirender.service.server import refuse_open_non_loopback
 
-    assert loopback_unless_authenticated(ServiceConfig(host="0.0.0.0")).host == "127.0.0.1"
-    assert loopback_unless_authenticated(ServiceConfig(host="0.0.0.0", tokens=["t"])).host == "0.0.0.0"
-    assert loopback_unless_authenticated(ServiceConfig(host="::1")).host == "::1"
+    with pytest.raises(SpecError, match="refusing to serve 0.0.0.0"):
+        refuse_open_non_loopback(ServiceConfig(host="0.0.0.0"))
+    assert refuse_open_non_loopback(ServiceConfig(host="0.0.0.0", tokens=["t"])).host == "0.0.0.0"
+    assert refuse_open_non_loopback(ServiceConfig(host="0.0.0.0", allow_open=True)).host == "0.0.0.0"
+    assert refuse_open_non_loopback(ServiceConfig(host="::1")).host == "::1"
+
+
+def test_serve_cli_refuses_an_open_non_loopback_host(capsys, monkeypatch):
+    from unirender.cli import main
+
+    monkeypatch.delenv("UNIRENDER_TOKENS", raising=False)
+    monkeypatch.delenv("UNIRENDER_CONFIG", raising=False)
+    assert main(["serve", "--host", "0.0.0.0", "--port", "0"]) == 2
+    out, err = capsys.readouterr()
+    assert "--allow-open" in out + err
 
 
 def test_backend_and_its_options_come_from_the_config(tmp_path):

@@ -13,7 +13,8 @@ def register(subparsers) -> None:
         "serve",
         help="run the HTTP render service (sessions, renders, jobs; also the WSGI players' /train)",
         description="Run the render service. Client tokens come from the config file (tokens:) or "
-        "UNIRENDER_TOKENS; with none, it binds to loopback only.",
+        "UNIRENDER_TOKENS; with none, it serves loopback only (a non-loopback --host is refused unless "
+        "--allow-open).",
     )
     p.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="port (default 8200; 0 picks a free one)")
@@ -21,6 +22,9 @@ def register(subparsers) -> None:
     p.add_argument("--data-root", default=None, help="job outputs, player logs and the service's records (service.sqlite3; one service per data root); "
                    "default $XDG_DATA_HOME/unirender, i.e. ~/.local/share/unirender")
     p.add_argument("--backend", default=None, choices=["local", "ray"], help="session backend (default local)")
+    p.add_argument("--allow-open", action="store_true", default=None,
+                   help="serve without tokens on a non-loopback --host (only where the network itself is private, "
+                   "e.g. a container's port published on the host's 127.0.0.1)")
     p.set_defaults(func=run)
 
 
@@ -30,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         config = load_config(args.config, host=args.host, port=args.port, data_root=args.data_root,
-                             backend=args.backend)
+                             backend=args.backend, allow_open=args.allow_open)
     except SpecError as exc:
         print(f"unirender serve: {exc}")
         return 2

@@ -1,7 +1,8 @@
 """Service configuration: one pydantic model, loaded from a YAML/JSON/TOML file and the environment.
 
 Client tokens come from the file (``tokens:``) or from ``UNIRENDER_TOKENS`` (comma separated, optionally
-``name=token``). With no token configured the service is open, so it only ever binds to loopback.
+``name=token``). With no token configured the service is open, so it refuses a non-loopback ``host`` unless
+``allow_open`` says the network itself is private (a container's port published on the host's loopback only).
 """
 
 from __future__ import annotations
@@ -77,6 +78,8 @@ class ServiceConfig(BaseModel):
     connection_limit: int = Field(1000, ge=16, description="open connections at once (one file descriptor each)")
     connections_per_address: int = Field(0, ge=0, description="per remote address; 0: no cap (players and "
                                          "a reverse proxy all connect from one address)")
+    allow_open: bool = Field(False, description="serve without tokens on a non-loopback host: only where the "
+                             "network itself is private (e.g. a container's port published on 127.0.0.1)")
     limits: Limits = Field(default_factory=Limits)
 
     @field_validator("tokens", mode="before")

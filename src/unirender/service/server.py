@@ -28,6 +28,7 @@ import time
 
 from waitress.server import create_server
 
+from unirender.errors import SpecError
 from unirender.service.app import ServiceApp, create_app, make_player_hub
 from unirender.service.config import ServiceConfig
 from unirender.service.gathered_body import GatheredBody
@@ -176,17 +177,24 @@ class Server:
                 pass
 
 
-def loopback_unless_authenticated(config: ServiceConfig) -> ServiceConfig:
-    """An open service (no client tokens) binds to 127.0.0.1 whatever ``host`` says, and says so."""
+def refuse_open_non_loopback(config: ServiceConfig) -> ServiceConfig:
+    """An open service (no client tokens) binds a non-loopback host only when ``allow_open`` says so.
+
+    Refused rather than moved to 127.0.0.1: inside a container loopback is the container's own, so a service
+    moved there would pass its health check and be unreachable from everywhere else.
+    """
     if config.auth_enabled or config.is_loopback():
         return config
-    log.warning("no client tokens configured: binding to 127.0.0.1 instead of %s (set tokens in the config "
-                "file or UNIRENDER_TOKENS to serve other hosts)", config.host)
-    return config.model_copy(update={"host": "127.0.0.1"})
+    if not config.allow_open:
+        raise SpecError(f"no client tokens configured: refusing to serve {config.host} to other hosts (set tokens "
+                        "in the config file or UNIRENDER_TOKENS, bind 127.0.0.1, or pass --allow-open where the "
+                        "network itself is private)")
+    log.warning("no client tokens configured: serving %s open to anyone who reaches it (allow_open)", config.host)
+    return config
 
 
 def serve(config: ServiceConfig, *, ready_message: bool = True) -> int:
-    config = loopback_unless_authenticated(config)
+    config = refuse_open_non_loopback(config)
     server = Server(config)
 
     def on_signal(signum, frame):
@@ -197,7 +205,8 @@ def serve(config: ServiceConfig, *, ready_message: bool = True) -> int:
         # Before the ready line: a client that sees it finds every job and session record already taken up.
         server.app.start()
         if ready_message:
-            auth = "bearer tokens required" if config.auth_enabled else "no tokens configured: loopback only"
+            auth = ("bearer tokens required" if config.auth_enabled
+                    else "no tokens configured: open" if config.allow_open else "no tokens configured: loopback only")
             print(f"unirender serving on {server.url} ({auth}; {config.wsgi_threads} threads)", flush=True)
         server.serve_forever()
     finally:
