@@ -10,9 +10,9 @@ The convention (announced to every doc author; this docstring is its reference):
   ``<!-- not-run: needs a Unity build -->``.
 * Placeholders a reader replaces (a port, an output path, a training length) are replaced here, by
   ``SUBSTITUTIONS``, never by hand-edited copies of the block.
-* A bash block that starts servers (``unirender serve``, ``gunicorn``) starts each line as a server on a free
-  loopback port, waits until it answers ``/healthz``, and runs the python block that follows it (the client
-  example) against the first one; then every server is stopped.
+* A bash block that starts servers (``unirender serve``, ``gunicorn``) starts each line (each is another way to
+  start it) as a server on a free loopback port, one after another, waits until it answers ``/healthz``, runs
+  the python block that follows it (the client example) against the first one, and stops it.
 
 Every process a block starts is in its own process group, killed at the end (also on a timeout).
 """
@@ -231,21 +231,20 @@ def wait_healthy(proc: subprocess.Popen, port: str, log: Path, timeout: float = 
 
 
 def run_servers(block: Block, scratch: Path, env: dict) -> None:
-    servers = []
-    try:
-        for k, command in enumerate(commands_of(substituted(block))):
-            port = free_port()
-            log = scratch / f"server_{block.line}_{k}.log"
-            with open(log, "w") as out:
-                proc = subprocess.Popen(["bash", "-c", server_command(command, port)], cwd=scratch,
-                                        env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-            servers.append(proc)
+    """Each line of a server block is another way to start the service: they run one after another (one
+    service per data root: the second would refuse while the first holds its lock), the first with its client."""
+    for k, command in enumerate(commands_of(substituted(block))):
+        port = free_port()
+        log = scratch / f"server_{block.line}_{k}.log"
+        with open(log, "w") as out:
+            proc = subprocess.Popen(["bash", "-c", server_command(command, port)], cwd=scratch,
+                                    env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
             wait_healthy(proc, port, log)
             if k == 0 and (client := client_of(block)) is not None:
                 done = run_block(client, substituted(client, port), scratch, env)
                 assert done.returncode == 0, f"{client.id} (against {block.id}) failed:\n{done.stdout[-4000:]}"
-    finally:
-        for proc in servers:
+        finally:
             kill_group(proc)
 
 

@@ -23,8 +23,10 @@ it.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from importlib import import_module
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
@@ -32,6 +34,20 @@ import numpy as np
 AI2THOR, MLAGENTS = "ai2thor", "mlagents"
 BUILTIN = "builtin"  # the executable name of the reference player, in every family
 FAMILIES: tuple[str, ...] = (AI2THOR, MLAGENTS)  # every environment.protocol unirender knows
+
+
+_import_lock = threading.Lock()
+
+
+def load_target(target: str) -> Any:
+    """``"module:attribute"`` (a registry entry of any layer) imported and returned, under one process-wide lock:
+    two threads importing a family's modules for the first time at once can each meet the other's
+    half-initialised module (Python's import deadlock avoidance) and fail with an ImportError; players are
+    launched from worker and launcher threads, requests arrive on many."""
+    module_name, _, attribute = target.partition(":")
+    with _import_lock:
+        module = import_module(module_name)
+    return getattr(module, attribute)
 
 
 def family_of(controller_kwargs: Mapping[str, Any]) -> str:

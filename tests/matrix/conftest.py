@@ -4,7 +4,7 @@ Parameters: ``family`` in {AI2-THOR over FIFO, AI2-THOR over WSGI, ML-Agents} an
 Each layer's test module (``test_matrix_<layer>.py``) takes the ``case`` fixture (family x backend) and uses
 ``case.environment`` (a spec's ``environment`` section), ``case.controller_kwargs`` (what a session backend takes)
 and ``case.backend()`` (a fresh backend of that kind, closed at the end). Ray runs one local node for the whole
-matrix (loopback, offline: tests/conftest.py), started on first use.
+matrix package (loopback, offline: tests/conftest.py), started on first use and stopped after it.
 """
 
 from __future__ import annotations
@@ -76,9 +76,10 @@ class Case:
         return server.url
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def ray_node():
-    """One local Ray node for the matrix (1 CPU, small object store, no dashboard)."""
+    """One local Ray node for the matrix (2 CPUs, small object store, no dashboard), stopped when the matrix
+    is done: while it runs, a ``ray.init()`` elsewhere in the suite (a service, a doc block) would join it."""
     import ray
     from ray.cluster_utils import Cluster
 

@@ -8,10 +8,8 @@ A third family adds one line here (and one per layer that reads its events: ``do
 
 from __future__ import annotations
 
-import threading
 import warnings
 from collections.abc import Callable, Mapping
-from importlib import import_module
 from typing import Any
 
 from unirender.simulator import (
@@ -22,6 +20,7 @@ from unirender.simulator import (
     family_of,
     flat_camera_message,
     flat_cameras,
+    load_target,
 )
 
 # family -> "module:callable" taking the controller kwargs (without "protocol") and returning a started Simulator
@@ -40,7 +39,6 @@ CAMERA_READERS: dict[str, str] = {
 RAY_RUNTIME_ENV: dict[str, dict] = {
     MLAGENTS: {"env_vars": {"GRPC_ENABLE_FORK_SUPPORT": "false"}},
 }
-_import_lock = threading.Lock()
 
 
 def _load(table: Mapping[str, str], family: str, what: str) -> Callable:
@@ -48,16 +46,11 @@ def _load(table: Mapping[str, str], family: str, what: str) -> Callable:
         target = table[family]
     except KeyError:
         raise ValueError(f"no {what} registered for protocol {family!r}; known: {', '.join(table)}") from None
-    module_name, _, name = target.partition(":")
-    with _import_lock:
-        module = import_module(module_name)
-    return getattr(module, name)
+    return load_target(target)
 
 
 def launcher(family: str) -> Callable[..., Simulator]:
-    """The launcher registered for ``family``, imported under a lock: two threads importing a family's modules for
-    the first time at once can each meet the other's half-initialised module (Python's import deadlock avoidance)
-    and fail with an ImportError; players are launched from worker and launcher threads."""
+    """The launcher registered for ``family`` (imported on first use, ``simulator.load_target``)."""
     return _load(LAUNCHERS, family, "simulator")
 
 

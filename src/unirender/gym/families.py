@@ -19,10 +19,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from unirender.simulator import AI2THOR, MLAGENTS, family_of
+from unirender.simulator import AI2THOR, MLAGENTS, family_of, load_target
 
 if TYPE_CHECKING:
     from unirender.gym.session_env import SessionEnv
@@ -56,13 +55,8 @@ def gym_family(family: str) -> GymFamily:
         ) from None
 
 
-def _load(target: str) -> Any:
-    module, _, name = target.partition(":")
-    return getattr(import_module(module), name)
-
-
 def env_class(family: str) -> type[SessionEnv]:
-    return _load(gym_family(family).env)
+    return load_target(gym_family(family).env)
 
 
 def agents_vector_env_class(family: str) -> type:
@@ -74,7 +68,7 @@ def agents_vector_env_class(family: str) -> type:
             f"a {family} session has one agent to drive, so its agents cannot be a vector's slots: use "
             "slots='games' (one session per slot)"
         )
-    return _load(target)
+    return load_target(target)
 
 
 def environment_family(controller_kwargs: Mapping[str, Any] | None = None, environment: Any = None) -> str:

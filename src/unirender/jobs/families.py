@@ -10,19 +10,16 @@ a spec, unit or frame is. A third family adds its adapter module and one line to
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
-from importlib import import_module
 from typing import Any, Protocol
 
-from unirender.simulator import AI2THOR, MLAGENTS
+from unirender.simulator import AI2THOR, MLAGENTS, load_target
 
 # family -> "module:attribute" of its adapter (imported on first use: a job of one family loads only its modules)
 JOB_FAMILIES: dict[str, str] = {
     AI2THOR: "unirender.jobs.episodes:AI2THOR_JOBS",
     MLAGENTS: "unirender.jobs.mlagents_episodes:MLAGENTS_JOBS",
 }
-_import_lock = threading.Lock()
 
 
 class Seat(Protocol):
@@ -68,10 +65,7 @@ def job_family(family: str) -> JobFamily:
         raise ValueError(
             f"no jobs adapter for protocol {family!r}; known: {', '.join(JOB_FAMILIES)}"
         ) from None
-    module_name, _, name = target.partition(":")
-    with _import_lock:
-        module = import_module(module_name)
-    return getattr(module, name)
+    return load_target(target)
 
 
 def family_of_manifest(manifest: dict[str, Any]) -> JobFamily:

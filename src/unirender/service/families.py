@@ -21,14 +21,12 @@ A third family adds one line to :data:`FAMILIES` and its adapter module (``servi
 
 from __future__ import annotations
 
-import threading
-from importlib import import_module
 from typing import Any, Protocol
 
 from pydantic import BaseModel
 
 from unirender.errors import SpecError
-from unirender.simulator import AI2THOR, MLAGENTS, family_of
+from unirender.simulator import AI2THOR, MLAGENTS, family_of, load_target
 
 # family -> "module:attribute" of its ServiceFamily (imported on first use: a family's extras load only with it)
 FAMILIES: dict[str, str] = {
@@ -36,7 +34,6 @@ FAMILIES: dict[str, str] = {
     MLAGENTS: "unirender.service.mlagents_sessions:FAMILY",
 }
 _loaded: dict[str, ServiceFamily] = {}
-_lock = threading.Lock()
 
 
 class SessionAdapter(Protocol):
@@ -80,9 +77,7 @@ def family(name: str) -> ServiceFamily:
     except KeyError:
         served = ", ".join(FAMILIES)
         raise _protocol_error(f"{name!r} is not a protocol this service serves (it serves {served})") from None
-    module_name, _, attribute = target.partition(":")
-    with _lock:
-        found = _loaded[name] = getattr(import_module(module_name), attribute)
+    found = _loaded[name] = load_target(target)
     return found
 
 
