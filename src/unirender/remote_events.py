@@ -107,7 +107,7 @@ class RemoteMLAgentsEvent:
     def from_document(cls, doc: Mapping[str, Any], description: Mapping[str, Any] | None = None
                       ) -> RemoteMLAgentsEvent:
         """An event document (``{"metadata": {"step", "behaviors"}, "frames": {"<sensor>.<i>": image}}``, the
-        service's ``documents.mlagents_document``) -> the typed event. ``description``: the session's
+        service's ``mlagents_sessions.mlagents_document``) -> the typed event. ``description``: the session's
         ``describe()`` as a dict (its sensors' order and shapes)."""
         behaviors = doc["metadata"].get("behaviors") or {}
         frames = doc.get("frames") or {}

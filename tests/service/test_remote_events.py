@@ -8,8 +8,7 @@ import numpy as np
 
 from unirender.cluster import create_backend
 from unirender.remote_events import RemoteMLAgentsEvent
-from unirender.service.documents import mlagents_document
-from unirender.service.mlagents_sessions import behavior_specs
+from unirender.service.mlagents_sessions import behavior_specs, mlagents_document
 from unirender.spec.mlagents import RecordSpec
 
 BEHAVIOR = "ReachTarget?team=0"

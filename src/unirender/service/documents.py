@@ -6,14 +6,14 @@ A document is a dict with numpy frames, encoded by :func:`encoded_body`:
 - AI2-THOR (:func:`ai2thor_document`): ``{"metadata" | "metadata_json", "step" (when forwarded as sent), "frames":
   {Event.frames() name: array}}``. msgpack forwards the player's metadata as it sent it, never decoded here just to
   be re-packed (:func:`metadata_entries`).
-- ML-Agents (:func:`mlagents_document`): ``{"metadata": {"step", "behaviors": {name: {"agents": [...]}}},
-  "frames": {"<sensor>.<i>": uint8 (H, W, C)}}``, exactly a dataset frame's record
-  (``jobs.mlagents_episodes.frame_of``).
+- ML-Agents (``service.mlagents_sessions.mlagents_document``, the family's adapter): ``{"metadata": {"step",
+  "behaviors": {name: {"agents": [...]}}}, "frames": {"<sensor>.<i>": uint8 (H, W, C)}}``, exactly a dataset
+  frame's record (``jobs.mlagents_episodes.frame_of``).
 - a one-shot render: ``{"events": [document, ...]}``.
 
 ``?modalities=`` (:func:`parse_modalities`) selects frames: AI2-THOR by spec modality (``rgb``, ``depth``, ...:
 the agent's and the cameras' frames) or Event attribute name (:func:`select_ai2thor_frames`), ML-Agents by sensor
-name (every agent's frame of it) or frame key (:func:`select_sensor_frames`). JSON carries frames only on request
+name (every agent's frame of it) or frame key (``mlagents_sessions.select_sensor_frames``). JSON carries frames only on request
 (:func:`frames_wanted`). The web console reads the same documents.
 """
 
@@ -97,37 +97,6 @@ def ai2thor_document(event: Any, modalities: list[str] | None, fmt: str | None =
     return {**metadata_entries(event, fmt, json_as_sent), "frames": frames}
 
 
-# -- ML-Agents -----------------------------------------------------------------------------------------------
-def select_sensor_frames(frames: dict, wanted: list[str]) -> dict:
-    """A sensor name selects every agent's frame of it (``CameraSensor`` -> ``CameraSensor.0``, ...); a frame key
-    selects itself; anything else is a 400."""
-    selected = {}
-    for name in wanted:
-        matches = {k: v for k, v in frames.items() if k == name or k.rsplit(".", 1)[0] == name}
-        if not matches:
-            raise ApiError(400, "unknown_modality", f"{name!r} is not in this event; it has {sorted(frames)} "
-                           "(a sensor name selects every agent's frame of it)")
-        selected.update(matches)
-    return selected
-
-
-def mlagents_document(event: Any, step: int, specs: Mapping[str, Any], record: Any,
-                      modalities: list[str] | None = None, actions: dict | None = None) -> dict:
-    """An MLAgentsEvent -> ``{"metadata": {"step", "behaviors"}, "frames"}``: the record of a dataset frame
-    (``frame_of``) of the behaviors ``record.behaviors`` names (all when None) that the event has, their sensors
-    ``record.sensors`` (all when None). ``specs``: ``{behavior: BehaviorSpec}`` (the sensors' order and kinds)."""
-    from unirender.jobs.mlagents_episodes import frame_of
-
-    behaviors = [n for n in sorted(specs) if n in event.decision_steps
-                 and (record.behaviors is None or n in record.behaviors)]  # fmt: skip
-    sensors = set(record.sensors) if record.sensors else None
-    frame = frame_of(step, event, specs, behaviors, sensors, actions)
-    frames = frame.frames()
-    if modalities is not None:
-        frames = select_sensor_frames(frames, modalities)
-    return {"metadata": frame.metadata, "frames": frames}
-
-
 # -- encoding ------------------------------------------------------------------------------------------------
 class EncodedResponse:
     """A 200 with an encoded body, as a bare WSGI response: werkzeug's Response costs ~0.2 ms per frame-carrying
@@ -157,5 +126,5 @@ def encoded_body(doc: dict, fmt: str, environ: dict | None = None) -> EncodedRes
 
 __all__ = [
     "MODALITY_FRAMES", "EncodedResponse", "ai2thor_document", "encoded_body", "frames_wanted", "metadata_entries",
-    "mlagents_document", "parse_modalities", "select_ai2thor_frames", "select_sensor_frames",
+    "parse_modalities", "select_ai2thor_frames",
 ]  # fmt: skip

@@ -9,7 +9,7 @@ differ:
   spaces (``Session.describe()``, read once when the session starts) and the decision agents of the last event:
   wrong shapes are a 422 that names the path;
 - reset: ``{"environment_parameters": {key: number}}`` (optional);
-- the event: ``service.documents.mlagents_document``, exactly a dataset frame's record. JSON carries frames only
+- the event: :func:`mlagents_document`, exactly a dataset frame's record. JSON carries frames only
   when ``?modalities=`` names sensors (or frame keys); ``none`` gives metadata only;
 - render: ``{"environment", "record", "episode": MLAgentsEpisodeSpec}``: each repeat of the episode on a fresh
   game launched with its seed and parameters, driven by the jobs' episode driver
@@ -25,12 +25,41 @@ from typing import Any
 from pydantic import Field
 
 from unirender.errors import SpecError
-from unirender.service import documents
+from unirender.jobs.mlagents_episodes import frame_of
 from unirender.service.errors import ApiError
 from unirender.service.models import _Body, validate_body
 from unirender.service.one_shot import RenderDocuments, check_frame_count, one_shot_session
 from unirender.simulator import MLAGENTS
 from unirender.spec.mlagents import MLAgentsEnvironmentSpec, MLAgentsEpisodeSpec, MLAgentsJobSpec, RecordSpec
+
+
+# -- the event document (service.documents has the other families' and the encoding) ---------------------
+def select_sensor_frames(frames: dict, wanted: list[str]) -> dict:
+    """A sensor name selects every agent's frame of it (``CameraSensor`` -> ``CameraSensor.0``, ...); a frame key
+    selects itself; anything else is a 400."""
+    selected = {}
+    for name in wanted:
+        matches = {k: v for k, v in frames.items() if k == name or k.rsplit(".", 1)[0] == name}
+        if not matches:
+            raise ApiError(400, "unknown_modality", f"{name!r} is not in this event; it has {sorted(frames)} "
+                           "(a sensor name selects every agent's frame of it)")
+        selected.update(matches)
+    return selected
+
+
+def mlagents_document(event: Any, step: int, specs: Mapping[str, Any], record: Any,
+                      modalities: list[str] | None = None, actions: dict | None = None) -> dict:
+    """An MLAgentsEvent -> ``{"metadata": {"step", "behaviors"}, "frames"}``: the record of a dataset frame
+    (``frame_of``) of the behaviors ``record.behaviors`` names (all when None) that the event has, their sensors
+    ``record.sensors`` (all when None). ``specs``: ``{behavior: BehaviorSpec}`` (the sensors' order and kinds)."""
+    behaviors = [n for n in sorted(specs) if n in event.decision_steps
+                 and (record.behaviors is None or n in record.behaviors)]  # fmt: skip
+    sensors = set(record.sensors) if record.sensors else None
+    frame = frame_of(step, event, specs, behaviors, sensors, actions)
+    frames = frame.frames()
+    if modalities is not None:
+        frames = select_sensor_frames(frames, modalities)
+    return {"metadata": frame.metadata, "frames": frames}
 
 
 class MLAgentsSessionCreate(_Body):
@@ -176,33 +205,28 @@ class MLAgentsSession:
         return event
 
     def document(self, entry: Any, event: Any, modalities: list[str] | None, fmt: str, json_as_sent: bool) -> dict:
-        return documents.mlagents_document(event, entry.session.steps, self.specs, self.record, modalities)
+        return mlagents_document(event, entry.session.steps, self.specs, self.record, modalities)
 
 
 class _OneShotGame:
-    """A one-shot render's game as the jobs' episode driver (``MLAgentsSeat``) takes one: a temporary session of
-    the requester, whose launch was the unit's reset (so the first ``reset()`` answers the launch's event)."""
+    """A one-shot render's game as the jobs' episode driver takes one (``MLAgentsSeat``'s simulator): a temporary
+    session of the requester, launched (and so reset) for the unit; ``stop()`` ends it."""
 
     def __init__(self, app: Any, owner: str, kwargs: dict, request_doc: dict):
         self._block = one_shot_session(app, owner, {**kwargs, "protocol": MLAGENTS}, request_doc)
         self.session = self._block.__enter__()
-        try:
-            self.behavior_specs = behavior_specs(self.session.describe())
-        except BaseException as exc:
-            self._block.__exit__(type(exc), exc, exc.__traceback__)
-            raise
-        self._launched = True
 
-    def reset(self):
-        if self._launched:
-            self._launched = False
-            return self.session.last_event
-        return self.session.reset()
+    @property
+    def last_event(self):
+        return self.session.last_event
+
+    def describe(self):
+        return self.session.describe()
 
     def step(self, actions):
         return self.session.step(actions)
 
-    def close(self) -> None:
+    def stop(self) -> None:
         self._block.__exit__(None, None, None)
 
 
@@ -249,7 +273,7 @@ class MLAgentsFamily:
         kwargs = _controller_kwargs(app, body.environment, auto_restart=False)
         docs = RenderDocuments()
         for unit in expand_mlagents_units(spec):  # each repeat on a fresh game: its seed decides its frames
-            seat = MLAgentsSeat(kwargs, factory=lambda k: _OneShotGame(app, owner, k, request_doc))
+            seat = MLAgentsSeat(lambda k: _OneShotGame(app, owner, k, request_doc), kwargs)
             try:
                 for _index, frame in run_mlagents_frames(seat, unit, spec):
                     docs.add({"metadata": frame.metadata, "frames": frame.frames()})
