@@ -31,10 +31,13 @@ def test_a_violation_is_reported(tmp_path):
                     ignore=shutil.ignore_patterns("__pycache__", "scenes"))
     event = src / "unirender" / "protocol" / "event.py"
     event.write_text(event.read_text() + "\nimport socket  # noqa\nfrom unirender import client  # noqa\n")
+    gym_env = src / "unirender" / "gym" / "env.py"  # an upper layer reaching an ML-Agents module directly
+    gym_env.write_text(gym_env.read_text() + "\n\ndef _late():\n    from unirender.mlagents import controller  # noqa\n")
     result = lint_imports(src)
     assert result.returncode != 0
     assert "unirender.protocol.event -> socket" in result.stdout
     assert "unirender.protocol.event -> unirender.client" in result.stdout
+    assert "unirender.gym.env -> unirender.mlagents.controller" in result.stdout
 
 
 def import_cycles(package: str = "unirender") -> list[list[str]]:
