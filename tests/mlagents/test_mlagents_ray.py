@@ -9,7 +9,7 @@ ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from unirender.cluster import create_backend  # noqa: E402
-from unirender.cluster.mlagents import behavior_specs  # noqa: E402
+from unirender.protocol.mlagents import ActionSpec  # noqa: E402
 
 pytestmark = pytest.mark.ray
 BEHAVIOR = "ReachTarget?team=0"
@@ -34,9 +34,10 @@ def test_ray_backend_holds_an_mlagents_session(cluster):
               "time_scale": 100, "seed": 2}  # fmt: skip
     with create_backend("ray", start_timeout=120, step_timeout=60) as backend:
         with backend.create_session(kwargs) as session:
-            spec = behavior_specs(session)[BEHAVIOR]
+            space = session.describe().actions.behaviors[BEHAVIOR]  # the port's description, from the actor
             decision, _ = session.last_event.steps()
-            actions = spec.action_spec.random(len(decision), np.random.default_rng(0))
+            rng = np.random.default_rng(0)
+            actions = ActionSpec(space.continuous, space.discrete).random(len(decision), rng)
             event = session.step({BEHAVIOR: {"continuous": actions.continuous, "discrete": actions.discrete}})
             assert event.frames()["CameraSensor"].shape == (2, 32, 32, 3)
             info = session.info()

@@ -11,19 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 
-def behavior_specs(session) -> dict:
-    """``{behavior: BehaviorSpec}`` of the ML-Agents game a session holds, on the local or the Ray backend."""
-    controller = getattr(session, "controller", None)
-    if controller is not None:
-        return dict(controller.behavior_specs)
-    actor = getattr(session, "actor", None)
-    if actor is None:
-        raise TypeError(f"{type(session).__name__} does not say what behaviors its game has")
-    import ray
-
-    return ray.get(actor.behavior_specs.remote(), timeout=session._backend.step_timeout)
-
-
 class MLAgentsSimulator:
     """An ``MLAgentsController`` as a session's controller: started and reset at once (``last_event``),
     ``step(actions)``, ``reset(scene=None, **environment_parameters)`` (new episodes; the parameters are sent

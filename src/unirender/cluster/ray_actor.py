@@ -103,10 +103,6 @@ class SessionActor:
         self._check(incarnation)
         return self._ensure_started().describe()
 
-    def behavior_specs(self) -> dict:
-        """An ML-Agents game's ``{behavior: BehaviorSpec}`` (``cluster.mlagents``)."""
-        return dict(self._ensure_started().behavior_specs)
-
     def last_event(self) -> tuple[dict, dict] | None:
         event = getattr(self._controller, "last_event", None)
         return pack_event(event) if event is not None else None
