@@ -215,3 +215,18 @@ def test_node_removal_moves_the_session_to_another_node(cluster, backend):
         assert process_gone(before["pid"])
     finally:
         session.stop()
+
+
+def test_a_backend_without_an_address_joins_the_cluster_already_running_here(cluster):
+    """Ray's ray.init() joins a cluster it finds on this machine (its ray_current_cluster file) even with no address:
+    the backend then drops its own system config (a joined cluster keeps its own) instead of failing."""
+    import subprocess
+    import sys
+
+    code = ("from unirender.cluster import create_backend\n"
+            "with create_backend('ray') as b:\n"
+            "    print('CPUs', b.info()['cluster_resources'].get('CPU'))\n")  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "CPUs 2.0" in done.stdout  # the module's two nodes: it joined, it did not start its own

@@ -281,7 +281,15 @@ class RayBackend(SessionBackend):
             if address is None and not os.environ.get("RAY_ADDRESS"):  # our own instance: frames inline
                 options["_system_config"] = INLINE_FRAMES_SYSTEM_CONFIG
             options.update(init_options or {})
-            ray.init(address=address, **options)
+            try:
+                ray.init(address=address, **options)
+            except ValueError as exc:
+                # No address given, but Ray found a cluster already running on this machine (its
+                # ray_current_cluster file) and joins it: a joined cluster keeps its own system config.
+                if "_system_config" not in options or "_system_config must not be provided" not in str(exc):
+                    raise
+                options.pop("_system_config")
+                ray.init(address=address, **options)
             self._owns_ray = True
         self.max_restarts = max_restarts
         self.wait_timeout = wait_timeout
