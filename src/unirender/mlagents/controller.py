@@ -16,8 +16,8 @@ from pathlib import Path
 
 from unirender._process import RestartBudget, RestartWindow
 from unirender.errors import PlayerCrashedError, PlayerError, RestartError
+from unirender.simulator import BUILTIN
 
-BUILTIN = "builtin"
 EDITOR_PORT = 5004  # where ML-Agents' Editor and players without --mlagents-port look for a trainer
 
 

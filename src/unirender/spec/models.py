@@ -13,7 +13,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
-from unirender.simulator import AI2THOR
+from unirender.simulator import AI2THOR, BUILTIN
 from unirender.spec.errors import _FieldError
 
 Modality = Literal["rgb", "depth", "instance_segmentation", "semantic_segmentation", "normals", "flow"]
@@ -25,8 +25,6 @@ DepthFormat = Literal["Meters", "Normalized", "Millimeters"]
 Quality = Literal[
     "Very Low", "Low", "Medium", "MediumCloseFitShadows", "High", "High WebGL", "Very High", "Ultra"
 ]
-
-BUILTIN = "builtin"
 
 # Initialize flags per modality (protocol.md 6.5). rgb is always rendered by the player: no flag to set.
 MODALITY_INITIALIZE_FLAG: dict[str, str | None] = {
