@@ -109,7 +109,7 @@ def check_service(url: str, container: str, volume_dir: Path, owner: str, build:
     out = volume_dir / owner / "container-job"
     dataset = load_dataset(out)
     records = list(dataset.records)
-    check(len(records) == 12 and dataset.frames(11)["frame"].shape == (64, 64, 3),
+    check(len(records) == 12 and dataset.images(11)["frame"].shape == (64, 64, 3),
           f"{out}: all {len(records)} frames (12 = reset + 11 actions), readable with load_dataset")
     uid, gid = volume_dir.stat().st_uid, volume_dir.stat().st_gid
     wrong = [p for p in out.rglob("*") if (p.lstat().st_uid, p.lstat().st_gid) != (uid, gid)]

@@ -46,7 +46,7 @@ def dataset(root: Path) -> tuple[list[dict], list[dict[str, np.ndarray]]]:
     records = ds.records
     for record in records:
         record["metadata"].pop("currentTime", None)
-    return records, [ds.frames(i) for i in range(len(ds))]
+    return records, [ds.images(i) for i in range(len(ds))]
 
 
 def assert_same_dataset(got: Path, want: Path) -> None:
@@ -105,7 +105,7 @@ def test_a_job_whose_game_renders_flat_cameras_fails_fast(mlagents_case, tmp_pat
         job["output"]["directory"] = str(tmp_path / "allowed")
         result = render(job, backend=mlagents_case.backend())
     assert result.frames == 4 * CHUNK
-    frame = load_dataset(tmp_path / "allowed").frames(0)["CameraSensor.0"]
+    frame = load_dataset(tmp_path / "allowed").images(0)["CameraSensor.0"]
     assert (frame == frame[0, 0]).all()  # what was asked for: the flat frames, kept
 
 

@@ -6,6 +6,7 @@ import bisect
 import json
 import os
 import tarfile
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -104,10 +105,16 @@ class Dataset:
 
     def event(self, i: int):
         """Frame ``i`` as its family reads back (an ``Event``; an ML-Agents dataset's: an ``MLAgentsFrame``)."""
-        return self._family.dataset_frame(self.record(i)["metadata"], self.frames(i))
+        return self._family.dataset_frame(self.record(i)["metadata"], self.images(i))
 
     def frames(self, i: int) -> dict[str, np.ndarray]:
-        """Frame ``i``'s arrays as written (third-party images one per camera: ``<name>.<camera>``)."""
+        """Deprecated name of :meth:`images` (``frames()`` is an event's arrays: ``Event.frames()``,
+        ``MLAgentsEvent.frames(behavior)``; a dataset's are its frames' images)."""
+        warnings.warn("Dataset.frames(i) is now Dataset.images(i)", DeprecationWarning, stacklevel=2)
+        return self.images(i)
+
+    def images(self, i: int) -> dict[str, np.ndarray]:
+        """Frame ``i``'s images as written (third-party images one per camera: ``<name>.<camera>``)."""
         record = self.record(i)
         location = record["location"]
         if self.format == "png":

@@ -86,7 +86,7 @@ def contact_sheet_for(directory: str | os.PathLike, frame: int | None = None) ->
     directory = Path(directory)
     with load_dataset(directory) as dataset:
         index = len(dataset) // 2 if frame is None else frame
-        frames = dataset.frames(index)
+        frames = dataset.images(index)
         title = f"{directory.name}: frame {index} of {len(dataset)} (0-based), {dataset.records[index]['location']}"
     path = directory / CONTACT_SHEET
     ordered = sorted(frames.items(), key=lambda kv: _panel_order(kv[0]))

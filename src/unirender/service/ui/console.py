@@ -337,7 +337,7 @@ class Console:
             positions = [i for i, r in enumerate(dataset.records) if r.get("unit", "") == unit]
             if not 0 <= index < len(positions):
                 raise ApiError(404, "not_found", f"episode {unit!r} has no frame {index}")
-            frames = dataset.frames(positions[index])
+            frames = dataset.images(positions[index])
         if key not in frames:
             raise ApiError(404, "not_found", f"frame {index} has no {key!r}; it has {sorted(frames)}")
         mime, data = encode_image(key, frames[key], lossless=True)  # a dataset is inspected pixel by pixel
