@@ -108,7 +108,7 @@ def _check_depth(value: object) -> None:
 
 
 def encode_request_body(doc: dict) -> tuple[str, bytes]:
-    return JSON, json.dumps(doc, default=_json_default).encode()
+    return JSON, json.dumps(doc, default=json_default).encode()
 
 
 # -- arrays ------------------------------------------------------------------------------------------------
@@ -188,7 +188,8 @@ def _map_frame_dicts(doc, fn: Callable[[dict], np.ndarray]):
     return out
 
 
-def _json_default(value):
+def json_default(value):
+    """``json.dumps(default=)`` for documents: numpy scalars and arrays as plain values (also msgpack's)."""
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray):
@@ -212,7 +213,7 @@ def encode_document(doc: dict, fmt: str) -> tuple[str, bytes | list[bytes]]:
             return {"shape": list(a.shape), "dtype": a.dtype.str, "format": kind,
                     "data": base64.b64encode(data).decode("ascii")}
 
-        return JSON, json.dumps(_map_arrays(doc, b64), default=_json_default).encode()
+        return JSON, json.dumps(_map_arrays(doc, b64), default=json_default).encode()
     if fmt == MULTIPART:
         return _encode_multipart(doc)
     raise ValueError(f"unknown response format {fmt!r}")
@@ -268,7 +269,7 @@ def _encode_msgpack(doc: dict) -> bytes:
 
 def _emitted_msgpack(doc: dict) -> list[bytes | memoryview]:
     emitted: list[bytes | memoryview] = []
-    _emit_msgpack(doc, emitted, msgpack.Packer(use_bin_type=True, default=_json_default).pack)
+    _emit_msgpack(doc, emitted, msgpack.Packer(use_bin_type=True, default=json_default).pack)
     return emitted
 
 
@@ -346,7 +347,7 @@ def _encode_multipart(doc: dict) -> tuple[str, list[bytes]]:
         parts.append((name, PNG if kind == "png" else NPY, data))
         return {"shape": list(a.shape), "dtype": a.dtype.str, "part": name}
 
-    head = json.dumps(_map_arrays(doc, refer), default=_json_default).encode()
+    head = json.dumps(_map_arrays(doc, refer), default=json_default).encode()
     boundary = secrets.token_hex(16)
     chunks = [f"--{boundary}\r\nContent-Type: {JSON}\r\nContent-Disposition: inline; name=\"document\"\r\n\r\n"
               .encode(), head]

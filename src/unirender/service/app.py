@@ -278,7 +278,7 @@ class ServiceApp:
         return request.headers.get(http_format.METADATA_HEADER, "").strip().lower() == http_format.METADATA_AS_SENT
 
     def json_response(self, doc: Any, status: int = 200) -> Response:
-        body = json.dumps(doc, default=http_format._json_default)
+        body = json.dumps(doc, default=http_format.json_default)
         self.metrics.bytes_out.labels("json").inc(len(body))
         return Response(body, status=status, mimetype="application/json")
 

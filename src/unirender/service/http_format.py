@@ -23,13 +23,13 @@ from unirender.http_format import (
     PackedMsgpack,
     UnsupportedMediaType,
     WireError,
-    _json_default,
     array_to_npy,
     array_to_png,
     decode_document,
     decode_request_body,
     encode_document,
     encode_request_body,
+    json_default,
     msgpack_pieces,
     split_multipart,
 )
@@ -37,7 +37,7 @@ from unirender.http_format import (
 __all__ = [
     "FORMATS", "JSON", "MAX_DEPTH", "METADATA_AS_SENT", "METADATA_HEADER", "METADATA_JSON", "MSGPACK", "MULTIPART", "NPY", "PNG", "STEP",
     "PackedMsgpack", "UnsupportedMediaType", "WireError",
-    "_json_default", "array_to_npy", "array_to_png", "decode_document", "decode_request_body", "encode_document",
+    "json_default", "array_to_npy", "array_to_png", "decode_document", "decode_request_body", "encode_document",
     "encode_request_body", "msgpack_pieces", "negotiate", "split_multipart",
 ]
 
