@@ -19,40 +19,53 @@ from typing import Any
 import numpy as np
 
 from unirender.cluster.placement import placement_info
+from unirender.cluster.simulators import event_codec
+from unirender.simulator import family_of
 
 
 class IncarnationChanged(Exception):
     """The actor was restarted since the driver last saw it (``args[0]``: the new incarnation)."""
 
 
-def pack_event(event: Any) -> tuple:
-    """``Event`` (or ``MultiAgentEvent``) -> plain data for Ray. Frames are made C-contiguous here so that Ray
-    serialises them out-of-band: one copy into the object store, none on the driver, which gets read-only views
-    of it."""
-    from unirender.protocol.event import Event, MultiAgentEvent
+class AI2ThorEvents:
+    """How an AI2-THOR ``Event`` (or ``MultiAgentEvent``) crosses the object store: as plain data, its frames made
+    C-contiguous so that Ray serialises them out-of-band (one copy into the object store, none on the driver,
+    which gets read-only views of it)."""
 
-    if not isinstance(event, Event | MultiAgentEvent):  # an MLAgentsEvent: small (PNG bytes), pickled as is
-        return ("other", event)
-    if isinstance(event, MultiAgentEvent):
-        return ("multi", event.active_agent_id, [pack_event(e) for e in event.events])
-    frames = {name: np.ascontiguousarray(array) for name, array in event.frames().items()}
-    options = {
-        "depth_format": event.depth_format.name,
-        "camera_near_plane": event.camera_near_plane,
-        "camera_far_plane": event.camera_far_plane,
-    }
-    return ("event", dict(event.metadata), frames, options)
+    @classmethod
+    def pack(cls, event: Any) -> tuple:
+        from unirender.protocol.event import MultiAgentEvent
+
+        if isinstance(event, MultiAgentEvent):
+            return ("multi", event.active_agent_id, [cls.pack(e) for e in event.events])
+        frames = {name: np.ascontiguousarray(array) for name, array in event.frames().items()}
+        options = {
+            "depth_format": event.depth_format.name,
+            "camera_near_plane": event.camera_near_plane,
+            "camera_far_plane": event.camera_far_plane,
+        }
+        return ("event", dict(event.metadata), frames, options)
+
+    @classmethod
+    def unpack(cls, packed: tuple) -> Any:
+        from unirender.protocol.event import Event, MultiAgentEvent
+
+        if packed[0] == "multi":
+            return MultiAgentEvent(packed[1], [cls.unpack(p) for p in packed[2]])
+        _, metadata, frames, options = packed
+        return Event.from_frames(metadata, frames, **options)
 
 
-def unpack_event(packed: tuple) -> Any:
-    from unirender.protocol.event import Event, MultiAgentEvent
+class PickledEvents:
+    """Events that Ray pickles as they are (an ``MLAgentsEvent``: small, its images still PNG bytes)."""
 
-    if packed[0] == "other":
-        return packed[1]
-    if packed[0] == "multi":
-        return MultiAgentEvent(packed[1], [unpack_event(p) for p in packed[2]])
-    _, metadata, frames, options = packed
-    return Event.from_frames(metadata, frames, **options)
+    @staticmethod
+    def pack(event: Any) -> Any:
+        return event
+
+    @staticmethod
+    def unpack(packed: Any) -> Any:
+        return packed
 
 
 class SessionActor:
@@ -60,6 +73,7 @@ class SessionActor:
 
     def __init__(self, controller_kwargs: dict):
         self._kwargs = dict(controller_kwargs)
+        self._events = event_codec(family_of(self._kwargs))  # the family's, looked up once
         self._controller: Any = None
         self.incarnation = uuid.uuid4().hex
 
@@ -88,15 +102,15 @@ class SessionActor:
         self._check(incarnation)
         self._ensure_started()
         event = getattr(self._controller, "last_event", None)
-        return self.placed(), (pack_event(event) if event is not None else None)
+        return self.placed(), (self._events.pack(event) if event is not None else None)
 
     def step(self, incarnation: str, action: dict) -> tuple[dict, dict]:
         self._check(incarnation)
-        return pack_event(self._ensure_started().step(action))
+        return self._events.pack(self._ensure_started().step(action))
 
     def reset(self, incarnation: str, scene: str | None, params: dict) -> tuple[dict, dict]:
         self._check(incarnation)
-        return pack_event(self._ensure_started().reset(scene, **params))
+        return self._events.pack(self._ensure_started().reset(scene, **params))
 
     def describe(self, incarnation: str | None):
         """The player's ``Description`` (``unirender.simulator``)."""
@@ -105,7 +119,7 @@ class SessionActor:
 
     def last_event(self) -> tuple[dict, dict] | None:
         event = getattr(self._controller, "last_event", None)
-        return pack_event(event) if event is not None else None
+        return self._events.pack(event) if event is not None else None
 
     def stop(self) -> None:
         controller, self._controller = self._controller, None

@@ -31,8 +31,8 @@ from unirender.cluster.base import (
     new_session_id,
     normalize_action,
 )
-from unirender.cluster.ray_actor import IncarnationChanged, SessionActor, unpack_event
-from unirender.cluster.simulators import RAY_RUNTIME_ENV, flat_first_frame
+from unirender.cluster.ray_actor import IncarnationChanged, SessionActor
+from unirender.cluster.simulators import RAY_RUNTIME_ENV, event_codec, flat_first_frame
 from unirender.errors import PlayerError, PlayerTimeoutError, RestartError
 from unirender.simulator import family_of
 
@@ -57,6 +57,7 @@ class RaySession(Session):
         super().__init__(session_id, resources, family_of(kwargs))
         self._backend = backend
         self._kwargs = kwargs
+        self._events = event_codec(self.family)  # how its events come back from the actor
         self._actor: Any = None
         self._incarnation: str | None = None
         self._placed: dict = {}
@@ -141,7 +142,7 @@ class RaySession(Session):
     def _adopt(self, placed: dict, first: Any) -> None:
         self._placed = placed
         self._incarnation = placed["incarnation"]
-        self.last_event = unpack_event(first) if first is not None else None
+        self.last_event = self._events.unpack(first) if first is not None else None
         self.state = READY
 
     def _get(self, ref: Any, timeout: float | None) -> Any:
@@ -179,7 +180,7 @@ class RaySession(Session):
         except PlayerError:  # crashed beyond max_restarts, hung, garbled: the Controller stopped itself
             self.state = LOST
             raise
-        event = unpack_event(packed)
+        event = self._events.unpack(packed)
         self.steps += 1
         self.last_event = event
         return event
@@ -230,7 +231,7 @@ class RaySession(Session):
         except Exception:
             return  # the RestartError being raised says enough; the next call will tell more
         self._placed = placed
-        self.last_event = unpack_event(packed) if packed is not None else None
+        self.last_event = self._events.unpack(packed) if packed is not None else None
 
     def _kill_actor(self) -> None:
         actor, self._actor = self._actor, None

@@ -33,6 +33,11 @@ CAMERA_READERS: dict[str, str] = {
     AI2THOR: "unirender.controller:camera_frames",
     MLAGENTS: "unirender.mlagents.controller:camera_frames",
 }
+# family -> "module:attribute" of how its events cross Ray's object store (pack in the actor, unpack on the
+# driver); a family not listed is pickled as it is
+RAY_EVENT_CODECS: dict[str, str] = {
+    AI2THOR: "unirender.cluster.ray_actor:AI2ThorEvents",
+}
 # family -> the Ray runtime_env its actors need. ML-Agents: Ray's worker has loaded grpc before the actor runs, so
 # only the start environment can turn gRPC's fork support off, which would otherwise make the launched game abort
 # at random (transport/grpc.py).
@@ -57,6 +62,12 @@ def launcher(family: str) -> Callable[..., Simulator]:
 def camera_reader(family: str) -> Callable[[Any], dict]:
     """``reader(event) -> {camera key: uint8 image or (n, H, W, C) batch}`` for ``family``'s events."""
     return _load(CAMERA_READERS, family, "camera reader")
+
+
+def event_codec(family: str) -> Any:
+    """``codec.pack(event)`` / ``codec.unpack(packed)`` for ``family``'s events through Ray (see
+    :data:`RAY_EVENT_CODECS`)."""
+    return load_target(RAY_EVENT_CODECS.get(family, "unirender.cluster.ray_actor:PickledEvents"))
 
 
 def flat_first_frame(simulator: Any) -> list[str]:
