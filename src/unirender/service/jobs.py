@@ -31,6 +31,7 @@ from unirender.service.limits import PlayerSlots
 from unirender.service.metrics import ServiceMetrics
 from unirender.service.paths import owner_dir, resolve_output_dir
 from unirender.service.store import ServiceStore
+from unirender.simulator import family_of
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +122,7 @@ class Job:
         doc = self.spec_document
         return {
             "id": self.id, "seq": self.seq, "owner": self.owner, "name": self.name,
-            "kind": doc.get("environment", {}).get("protocol") or "ai2thor",
+            "kind": family_of(doc.get("environment") or {}),
             "spec": doc, "output": doc.get("output", {}).get("directory", ""),
             "workers": self.workers, "state": self.state, "progress": self.progress, "errors": self.errors,
             "cancel_requested": int(self.cancel_requested), "created_at": self.created_at,
