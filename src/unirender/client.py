@@ -504,8 +504,16 @@ class RemoteMLAgentsSession(RemoteSessionBase[RemoteMLAgentsEvent]):
 
     def action_body(self, actions: Mapping | None) -> dict:
         return {"actions": {name: {kind: (rows.tolist() if hasattr(rows, "tolist") else rows)
-                                   for kind, rows in dict(given).items() if rows is not None}
+                                   for kind, rows in _action_parts(given).items() if rows is not None}
                             for name, given in (actions or {}).items()}}  # fmt: skip
+
+
+def _action_parts(given: Any) -> dict:
+    """A behavior's actions as ``{"continuous": rows, "discrete": rows}``: a mapping, or an object with those
+    attributes (mlagents-envs' ``ActionTuple``, what the jobs' policies give)."""
+    if isinstance(given, Mapping):
+        return dict(given)
+    return {"continuous": getattr(given, "continuous", None), "discrete": getattr(given, "discrete", None)}
 
     def reset(self, **environment_parameters: float) -> RemoteMLAgentsEvent:
         return self._event("reset", {"environment_parameters": environment_parameters})
