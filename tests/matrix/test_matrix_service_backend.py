@@ -190,3 +190,56 @@ def test_render_with_the_service_backend_writes_the_local_dataset(service_case, 
         for key in frames_a:
             assert np.array_equal(np.asarray(frames_a[key]), np.asarray(frames_b[key])), key
     assert main(["render", str(path), "--backend", "service"]) == 2  # no --url: a clear usage error
+
+
+def test_async_vector_stepping_on_every_placement(placement_case):
+    """``step_async``/``step_wait`` and ``send``/``recv`` on local, Ray and the service, every family."""
+    from gymnasium.vector.utils import batch_space
+
+    from unirender.gym import UnityVectorEnv
+
+    env = UnityVectorEnv(2, placement_case.controller_kwargs, backend=placement_case.backend(), batch_size=1,
+                         autoreset_mode="SAME_STEP")
+    try:
+        env.reset(seed=0)
+        env.step_async(env.action_space.sample())
+        with pytest.raises(ValueError, match="asynchronously"):
+            env.step(env.action_space.sample())
+        obs, rewards, *_ = env.step_wait()
+        assert env.observation_space.contains(obs) and rewards.shape == (2,)
+        env.send(env.action_space.sample())
+        first = env.recv()
+        second = env.recv()
+        ids = first[4]["env_id"].tolist() + second[4]["env_id"].tolist()
+        assert sorted(ids) == [0, 1] and first[1].shape == (1,)
+        one = batch_space(env.single_action_space, 1).sample()
+        env.send(one, env_ids=[0])
+        with pytest.raises(ValueError, match="still stepping"):
+            env.send(one, env_ids=[0])
+    finally:
+        while env._in_flight:
+            env.recv()
+        env.close()
+
+
+def test_the_services_refusals_arrive_as_the_local_exception_types(ai2thor_service, tmp_path):
+    from unirender.cluster import CapacityError, create_backend
+
+    url = ai2thor_service.service(tmp_path, limits={"sessions_per_token": 1})
+    backend = create_backend("service", url=url)
+    try:
+        kwargs = ai2thor_service.controller_kwargs
+        with pytest.raises(ValueError, match="player_hub"):  # what no session body can say
+            backend.create_session({**kwargs, "player_hub": object()})
+        session = backend.create_session(kwargs)
+        with pytest.raises(CapacityError):  # the token's quota: 429 too_many_sessions
+            backend.create_session(kwargs)
+        session.remote.stop()  # the service ends the session behind the backend's back
+        with pytest.raises(SessionLostError):
+            session.step("Pass")
+        assert session.restart().frame.shape == (40, 48, 3)
+    finally:
+        backend.close()
+    unreachable = create_backend("service", url="http://127.0.0.1:9")  # discard port: nothing listens
+    with pytest.raises(SessionLostError, match="cannot be reached"):
+        unreachable.create_session(ai2thor_service.controller_kwargs)
