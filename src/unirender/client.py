@@ -507,6 +507,12 @@ class RemoteMLAgentsSession(RemoteSessionBase[RemoteMLAgentsEvent]):
                                    for kind, rows in _action_parts(given).items() if rows is not None}
                             for name, given in (actions or {}).items()}}  # fmt: skip
 
+    def reset(self, **environment_parameters: float) -> RemoteMLAgentsEvent:
+        return self._event("reset", {"environment_parameters": environment_parameters})
+
+    def __enter__(self) -> RemoteMLAgentsSession:
+        return self
+
 
 def _action_parts(given: Any) -> dict:
     """A behavior's actions as ``{"continuous": rows, "discrete": rows}``: a mapping, or an object with those
@@ -514,12 +520,6 @@ def _action_parts(given: Any) -> dict:
     if isinstance(given, Mapping):
         return dict(given)
     return {"continuous": getattr(given, "continuous", None), "discrete": getattr(given, "discrete", None)}
-
-    def reset(self, **environment_parameters: float) -> RemoteMLAgentsEvent:
-        return self._event("reset", {"environment_parameters": environment_parameters})
-
-    def __enter__(self) -> RemoteMLAgentsSession:
-        return self
 
 
 # family -> the remote session class that speaks it (a third family adds its line)
