@@ -64,6 +64,20 @@ def test_vector_env_over_the_service_steps_in_one_request(service_case):
         assert rewards.shape == (2,)
         env.step_async(env.action_space.sample())
         assert env.step_wait()[1].shape == (2,)
+        # Two vector envs on one backend, stepped at once from two threads: each its own batch.
+        other = UnityVectorEnv(2, service_case.controller_kwargs, backend=backend)
+        try:
+            other.reset(seed=5)
+            before = batch_requests(url)
+            for _ in range(2):
+                threads = [threading.Thread(target=e.step, args=(e.action_space.sample(),)) for e in (env, other)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join(60)
+            assert batch_requests(url) - before == 4
+        finally:
+            other.close()
     finally:
         env.close()
 
@@ -124,7 +138,7 @@ def test_a_player_crashing_mid_batch_fails_only_its_own_step(ai2thor_service):
         except Exception as exc:  # noqa: BLE001 - asserted below
             outcome[i] = exc
 
-    with backend.batch(3):
+    with backend.batch(sessions):
         threads = [threading.Thread(target=step, args=(i,)) for i in range(3)]
         for t in threads:
             t.start()

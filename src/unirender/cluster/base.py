@@ -187,9 +187,9 @@ class SessionBackend:
                 raise KeyError(f"no session {session_id!r}") from None
 
     @contextlib.contextmanager
-    def batch(self, size: int) -> Iterator[None]:
-        """Within the block, the first step of each of up to ``size`` sessions (a vector env's, from its
-        threads) may go out together: one request on the service backend; here nothing changes."""
+    def batch(self, sessions: list[Session]) -> Iterator[None]:
+        """Within the block, the first step of each of ``sessions`` (a vector env's, from its threads) may go
+        out together: one request on the service backend; here nothing changes."""
         yield
 
     def info(self) -> dict:

@@ -9,10 +9,10 @@ Events are the local ones' types: AI2-THOR ``Event``; ML-Agents :class:`unirende
 (``MLAgentsEvent``'s reading API). The service's error codes come back as the local backends' exceptions
 (:func:`local_error`).
 
-Batched steps: inside ``with backend.batch(n):`` the first ``step`` of up to ``n`` sessions, from as many
-threads (a vector env's), go out as ONE ``POST /v1/steps`` (``Client.step_many``), each thread getting its own
-session's event or error. A step that finds no batch open, or comes after its session's step in this batch,
-goes out alone.
+Batched steps: inside ``with backend.batch(sessions):`` the first ``step`` of each of those sessions, from as
+many threads (a vector env's), go out as ONE ``POST /v1/steps`` (``Client.step_many``), each thread getting its
+own session's event or error. A step of a session in no open batch, or after its session's step in this batch,
+goes out alone; a batch whose sessions do not all step goes out after ``BATCH_GATHER_S`` with those that did.
 """
 
 from __future__ import annotations
@@ -203,7 +203,7 @@ class ServiceSession(Session):
             action = normalize_action(action, kwargs)
         with self._lock:
             self._check_ready()
-            batch = self._backend._open_batch()
+            batch = self._backend._open_batch(self.id)
             if batch is not None and batch.join(self):
                 return self._done(batch.wait(self, action))
             return self._done(self._call(lambda: self.remote.step(action)))
@@ -298,10 +298,10 @@ def _stop_quietly(remote: Any) -> None:
 
 
 class _Batch:
-    """The first step of up to ``size`` sessions, gathered from their threads into one ``Client.step_many``."""
+    """The first step of each of some sessions, gathered from their threads into one ``Client.step_many``."""
 
-    def __init__(self, backend: ServiceBackend, size: int):
-        self.backend, self.size = backend, size
+    def __init__(self, backend: ServiceBackend, session_ids: set[str]):
+        self.backend, self.expected, self.size = backend, session_ids, len(session_ids)
         self._cv = threading.Condition()
         self._waiting: list[tuple[ServiceSession, Any]] = []
         self._members: set[str] = set()
@@ -310,7 +310,7 @@ class _Batch:
 
     def join(self, session: ServiceSession) -> bool:
         with self._cv:
-            if self._sent or session.id in self._members or len(self._members) >= self.size:
+            if self._sent or session.id in self._members:
                 return False
             self._members.add(session.id)
             return True
@@ -357,7 +357,7 @@ class ServiceBackend(SessionBackend):
         from unirender.client import Client
 
         self.client = Client(url, token, format=format, timeout=timeout)
-        self._batches: list[_Batch] = []
+        self._batches: dict[str, _Batch] = {}  # session id -> the open batch its next step joins
         self._batch_lock = threading.Lock()
 
     def create_session(
@@ -384,20 +384,28 @@ class ServiceBackend(SessionBackend):
         return session
 
     @contextlib.contextmanager
-    def batch(self, size: int) -> Iterator[None]:
-        """Within the block, the first step of up to ``size`` sessions (from any threads) go out as one request."""
-        batch = _Batch(self, size)
+    def batch(self, sessions: list[Session]) -> Iterator[None]:
+        """Within the block, the first step of each of ``sessions`` (from any threads) go out as one request."""
+        ids = {s.id for s in sessions if isinstance(s, ServiceSession) and s._backend is self}
+        if len(ids) < 2:  # nothing to gather
+            yield
+            return
+        batch = _Batch(self, ids)
         with self._batch_lock:
-            self._batches.append(batch)
+            taken = ids & self._batches.keys()
+            for session_id in ids - taken:  # a session already in an open batch stays there
+                self._batches[session_id] = batch
         try:
             yield
         finally:
             with self._batch_lock:
-                self._batches.remove(batch)
+                for session_id in ids - taken:
+                    if self._batches.get(session_id) is batch:
+                        del self._batches[session_id]
 
-    def _open_batch(self) -> _Batch | None:
+    def _open_batch(self, session_id: str) -> _Batch | None:
         with self._batch_lock:
-            return self._batches[-1] if self._batches else None
+            return self._batches.get(session_id)
 
     def _local(self, exc: BaseException) -> BaseException:
         return local_error(exc, self.client.url)

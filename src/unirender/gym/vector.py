@@ -225,8 +225,8 @@ class UnityVectorEnv(VectorEnv):
             if not (self._autoreset[i] and self.autoreset_mode == AutoresetMode.NEXT_STEP) and \
                     not self.single_action_space.contains(action):
                 raise ValueError(f"action {action!r} of env {i} is not in {self.single_action_space}")
-        stepping = int(sum(1 for i in range(self.num_envs)
-                           if not (self._autoreset[i] and self.autoreset_mode == AutoresetMode.NEXT_STEP)))
+        stepping = [self.envs[i].session for i in range(self.num_envs)
+                    if not (self._autoreset[i] and self.autoreset_mode == AutoresetMode.NEXT_STEP)]
         with self.backend.batch(stepping):  # one request for the envs' steps where the backend can
             results = self._each(lambda i: self._step_one(i, per_env_actions[i]), range(self.num_envs))
         rewards = np.array([r[1] for r in results], dtype=np.float64)
