@@ -199,7 +199,7 @@ def main() -> int:
         "the per-request work (one request instead of one per env), but the unbatched vector env already sends its "
         "envs' requests concurrently from its threads, so with 300x300 frames (about 1 MiB per vector step) the "
         "frames, not the requests, set the pace: the batched and unbatched rates are within noise of each other "
-        "at this size (at 64x64 batching measured about 1.1x). recv() wins because a vector step no longer waits "
+        "at this size (at 64x64 batching measured about 1.2x). recv() wins because a vector step no longer waits "
         "for the slowest env.",
     ]
     args.out.write_text("\n".join(lines) + "\n")
