@@ -149,6 +149,18 @@ def test_a_player_crashing_mid_batch_fails_only_its_own_step(ai2thor_service):
     with pytest.raises(SessionLostError):
         crashed.step("Pass")
     assert crashed.restart().frame.shape == (40, 48, 3) and crashed.step("Pass").metadata["lastActionSuccess"]
+    # A batch the service refuses whole (a session it has ended behind the backend's back): every member gets
+    # its own answer, as without a batch.
+    sessions[2].remote.stop()
+    outcome.clear()
+    with backend.batch(sessions):
+        threads = [threading.Thread(target=step, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    assert outcome[0].metadata["lastActionSuccess"] and outcome[1].metadata["lastActionSuccess"]
+    assert isinstance(outcome[2], SessionLostError) and sessions[0].state == "ready"
 
 
 def test_recv_returns_the_envs_that_finish_first(ai2thor_service):

@@ -297,6 +297,9 @@ def _stop_quietly(remote: Any) -> None:
             pass
 
 
+_ALONE = object()  # a batch member's result when the batch was refused whole: it steps on its own
+
+
 class _Batch:
     """The first step of each of some sessions, gathered from their threads into one ``Client.step_many``."""
 
@@ -330,14 +333,16 @@ class _Batch:
         if sender:
             try:
                 results = self.backend.client.step_many([(s.remote, a) for s, a in steps])
-            except Exception as exc:  # the batch refused whole: every member gets the error
-                results = [exc] * len(steps)
+            except Exception:  # refused whole (one session gone, the service unreachable): each steps alone,
+                results = [_ALONE] * len(steps)  # so that each gets its own answer, as without a batch
             with self._cv:
                 self._results.update({s.id: r for (s, _), r in zip(steps, results, strict=True)})
                 self._cv.notify_all()
         with self._cv:
             self._cv.wait_for(lambda: session.id in self._results)
             result = self._results.pop(session.id)
+        if result is _ALONE:
+            return session._call(lambda: session.remote.step(action))
         if isinstance(result, BaseException):
             raise session._failed(result) from result
         return result
