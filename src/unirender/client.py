@@ -62,9 +62,18 @@ class ServiceError(UnirenderError):
 def _error_from_response(resp: requests.Response) -> Exception:
     try:
         err = resp.json()["error"]
+    except Exception:
+        err = None
+    return error_from_body(resp.status_code, err, f"HTTP {resp.status_code}: {resp.text[:200]}")
+
+
+def error_from_body(status: int, err: Any, fallback: str = "") -> Exception:
+    """An error body's ``{"code", "message", ...}`` (a response's, or one step's of a batch) -> the library's
+    exception for it, with ``.status`` and ``.code``."""
+    try:
         code, message = str(err["code"]), str(err["message"])
     except Exception:
-        code, message, err = "http_error", f"HTTP {resp.status_code}: {resp.text[:200]}", {}
+        code, message, err = "http_error", fallback or f"HTTP {status}", {}
     details = {k: v for k, v in err.items() if k not in ("code", "message")}
     exc: Exception
     if code == "invalid_action":
@@ -80,8 +89,8 @@ def _error_from_response(resp: requests.Response) -> Exception:
     elif code == "platform_unavailable":
         exc = PlatformError(message)
     else:
-        exc = ServiceError(f"{code}: {message}", status=resp.status_code, code=code, details=details)
-    exc.status, exc.code = resp.status_code, code  # type: ignore[attr-defined]
+        exc = ServiceError(f"{code}: {message}", status=status, code=code, details=details)
+    exc.status, exc.code = status, code  # type: ignore[attr-defined]
     return exc
 
 
@@ -258,13 +267,14 @@ class Client:
         record: Mapping | None = None,
         auto_restart: bool = False,
         modalities: list[str] | None = None,
+        seed: int | None = None,
     ) -> RemoteSession | RemoteMLAgentsSession:
         """Start a remote player. ``environment``: an ``EnvironmentSpec`` (or ``MLAgentsEnvironmentSpec``), a
         mapping, or a spec file path (a job file works: its ``environment`` is used). AI2-THOR: ``render`` (a
         ``RenderSpec`` or mapping: modalities, cameras) and ``scene``; ML-Agents (``protocol: mlagents``):
         ``record``, ``{"sensors": [...], "behaviors": [...]}`` the events carry (default all). ``modalities``:
         which frames each step returns (default all the event has; ML-Agents: sensor names). The session's class
-        follows its family (:data:`REMOTE_SESSIONS`)."""
+        follows its family (:data:`REMOTE_SESSIONS`). ``seed`` (ML-Agents): the game's seed at launch."""
         body: dict[str, Any] = {"environment": _environment_dict(environment), "auto_restart": auto_restart}
         if render is not None:
             body["render"] = render.model_dump(mode="json") if hasattr(render, "model_dump") else dict(render)
@@ -272,6 +282,8 @@ class Client:
             body["scene"] = scene
         if record is not None:
             body["record"] = dict(record)
+        if seed is not None:  # ML-Agents: the game's seed at launch
+            body["seed"] = seed
         info = self._json("POST", "/v1/sessions", body)
         return REMOTE_SESSIONS[info.get("family") or _family(body["environment"])](self, info, modalities)
 
@@ -297,6 +309,29 @@ class Client:
         session_class = REMOTE_SESSIONS[_family(body["environment"])]
         doc, _ = self._document("POST", "/v1/render", body, lazy_metadata=session_class.lazy_metadata)
         return [session_class.event_of(d, None) for d in doc["events"]]
+
+    def step_many(self, steps: list[tuple[Any, Any]], *, modalities: list[str] | None = None) -> list:
+        """Step several of this client's sessions in ONE request (``POST /v1/steps``, run concurrently on the
+        service): ``steps`` is ``[(remote session, action), ...]``, each action as that session's ``step`` takes
+        it. Returns, in order, each session's event (also its ``last_event``) or the exception its step raised
+        (``RestartError``, ``PlayerCrashedError``, ``ServiceError``...: one session's failure does not fail the
+        others'). A batch the service refuses whole (another owner's session, a duplicate, too many) raises."""
+        if not steps:
+            return []
+        body = {"steps": [{"session": session.id, "action": session.action_body(action)}
+                          for session, action in steps]}  # fmt: skip
+        params = {"modalities": ",".join(modalities) or "none"} if modalities is not None else None
+        lazy = all(session.lazy_metadata for session, _ in steps)
+        doc, timing = self._document("POST", "/v1/steps", body, params=params, lazy_metadata=lazy)
+        results: list = []
+        for (session, _), item in zip(steps, doc["events"], strict=True):
+            if "error" in item:
+                results.append(error_from_body(int(item.get("status", 500)), item["error"]))
+                continue
+            session.last_event = session.event_of(item, session._description())
+            session.last_server_timing = timing
+            results.append(session.last_event)
+        return results
 
     def submit_job(self, spec: Any) -> RemoteJob:
         """Submit a job spec (``JobSpec``, mapping or file path); ``output.directory`` is under the data root."""
@@ -372,6 +407,19 @@ class RemoteSessionBase(Generic[EventT]):
         say (it has just failed)."""
         return self.info().get("description")
 
+    def action_body(self, action: Any) -> Any:
+        """What ``step(action)`` sends as its body (also one step of ``Client.step_many``)."""
+        raise NotImplementedError
+
+    def latest_event(self) -> EventT:
+        """The session's last event as the service has it (``GET /v1/sessions/{id}/event``: after its start, or
+        after a restart of its player), without stepping; it becomes ``last_event``."""
+        doc, self.last_server_timing = self.client._document(
+            "GET", f"/v1/sessions/{self.id}/event", None, params=self._params, lazy_metadata=self.lazy_metadata
+        )
+        self.last_event = self.event_of(doc, self._description())
+        return self.last_event
+
     def _event(self, verb: str, body: Any) -> EventT:
         doc, self.last_server_timing = self.client._document(
             "POST", f"/v1/sessions/{self.id}/{verb}", body, params=self._params, lazy_metadata=self.lazy_metadata
@@ -415,6 +463,11 @@ class RemoteSession(RemoteSessionBase["Event"]):
 
         return self._event("step", normalize_action(action, kwargs))
 
+    def action_body(self, action: Any) -> Any:
+        from unirender.protocol.state import normalize_action
+
+        return normalize_action(action, {})
+
     def reset(self, scene: str | None = None, **initialize_params: Any) -> Event:
         body = dict(initialize_params)
         if scene is not None:
@@ -447,16 +500,26 @@ class RemoteMLAgentsSession(RemoteSessionBase[RemoteMLAgentsEvent]):
         return self._described
 
     def step(self, actions: Mapping | None = None) -> RemoteMLAgentsEvent:
-        body = {"actions": {name: {kind: (rows.tolist() if hasattr(rows, "tolist") else rows)
-                                   for kind, rows in dict(given).items() if rows is not None}
+        return self._event("step", self.action_body(actions))
+
+    def action_body(self, actions: Mapping | None) -> dict:
+        return {"actions": {name: {kind: (rows.tolist() if hasattr(rows, "tolist") else rows)
+                                   for kind, rows in _action_parts(given).items() if rows is not None}
                             for name, given in (actions or {}).items()}}  # fmt: skip
-        return self._event("step", body)
 
     def reset(self, **environment_parameters: float) -> RemoteMLAgentsEvent:
         return self._event("reset", {"environment_parameters": environment_parameters})
 
     def __enter__(self) -> RemoteMLAgentsSession:
         return self
+
+
+def _action_parts(given: Any) -> dict:
+    """A behavior's actions as ``{"continuous": rows, "discrete": rows}``: a mapping, or an object with those
+    attributes (mlagents-envs' ``ActionTuple``, what the jobs' policies give)."""
+    if isinstance(given, Mapping):
+        return dict(given)
+    return {"continuous": getattr(given, "continuous", None), "discrete": getattr(given, "discrete", None)}
 
 
 # family -> the remote session class that speaks it (a third family adds its line)

@@ -20,6 +20,9 @@ FAMILIES = {
                  "time_scale": 100},  # fmt: skip
 }
 BACKENDS = ("local", "ray")
+# Where sessions can live: the backends above, and a real service (``Case.service``, over a local backend) whose
+# sessions a ``create_backend("service", url=...)`` drives (issue 26).
+PLACEMENTS = (*BACKENDS, "service")
 
 
 @dataclass
@@ -48,6 +51,11 @@ class Case:
         """A session backend of this case's kind (closed when the test ends)."""
         from unirender.cluster import create_backend
 
+        if self.backend_kind == "service":
+            url = self.service(self._request.getfixturevalue("tmp_path_factory").mktemp("placement"))
+            backend = create_backend("service", url=url, **options)
+            self._request.addfinalizer(backend.close)
+            return backend
         if self.backend_kind == "ray":
             self._request.getfixturevalue("ray_node")
             options = {"start_timeout": 120, "step_timeout": 60, **options}
@@ -64,7 +72,9 @@ class Case:
         from unirender.service.config import ServiceConfig
         from unirender.service.server import Server
 
-        server = Server(ServiceConfig(port=0, data_root=tmp_path / "service", **config), backend=self.backend())
+        # The service's own sessions live on this case's backend (a local one under the service placement).
+        own = self if self.backend_kind != "service" else Case(self.family_id, "local", self._request)
+        server = Server(ServiceConfig(port=0, data_root=tmp_path / "service", **config), backend=own.backend())
         thread = threading.Thread(target=server.serve_forever, name="matrix-service", daemon=True)
         thread.start()
 
@@ -111,3 +121,16 @@ def family_case(request) -> Case:
 def mlagents_case(request) -> Case:
     """ML-Agents on each backend (for what only that family can show, e.g. a game started with -nographics)."""
     return Case("mlagents", request.param, request)
+
+
+@pytest.fixture(params=[(f, p) for f in FAMILIES for p in PLACEMENTS], ids=lambda p: f"{p[0]}-{p[1]}")
+def placement_case(request) -> Case:
+    """family x placement (local, Ray, the service backend): for what every placement must do alike."""
+    family_id, placement = request.param
+    return Case(family_id, placement, request)
+
+
+@pytest.fixture(params=list(FAMILIES))
+def service_case(request) -> Case:
+    """The families under the service placement only (``case.backend()`` drives a real service's sessions)."""
+    return Case(request.param, "service", request)

@@ -1,6 +1,6 @@
-"""Session backends: where players live (this process, or one Ray actor per session).
+"""Session backends: where players live (this process, one Ray actor per session, or a render service).
 
-``create_backend("local" | "ray", **options)`` is the one entry point the service, the jobs runner and the
+``create_backend("local" | "ray" | "service", **options)`` is the one entry point the service, the jobs runner and the
 Gymnasium envs use; see docs/cluster.md.
 """
 
@@ -21,6 +21,7 @@ __all__ = [
     "CapacityError",
     "LocalBackend",
     "RayBackend",
+    "ServiceBackend",
     "Resources",
     "Session",
     "SessionBackend",
@@ -34,7 +35,7 @@ __all__ = [
 def __getattr__(name: str):  # the backends import the Controller (and Ray) only when asked for
     from unirender.cluster.registry import backend_class
 
-    kinds = {"LocalBackend": "local", "RayBackend": "ray"}
+    kinds = {"LocalBackend": "local", "RayBackend": "ray", "ServiceBackend": "service"}
     if name in kinds:
         return backend_class(kinds[name])
     raise AttributeError(f"module 'unirender.cluster' has no attribute {name!r}")

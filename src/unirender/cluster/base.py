@@ -7,10 +7,12 @@ Either way the caller gets the same :class:`Session` object and the same ``Event
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -183,6 +185,12 @@ class SessionBackend:
                 return self._sessions[session_id]
             except KeyError:
                 raise KeyError(f"no session {session_id!r}") from None
+
+    @contextlib.contextmanager
+    def batch(self, sessions: list[Session]) -> Iterator[None]:
+        """Within the block, the first step of each of ``sessions`` (a vector env's, from its threads) may go
+        out together: one request on the service backend; here nothing changes."""
+        yield
 
     def info(self) -> dict:
         """Backend-level view: kind, capacity, sessions."""

@@ -1,4 +1,4 @@
-"""The session backends by name: ``create_backend("local" | "ray", **options)``.
+"""The session backends by name: ``create_backend("local" | "ray" | "service", **options)``.
 
 Each backend is imported by name only when asked for (the Ray one needs ``unirender[ray]``), so this module, not
 ``base``, knows the subclasses: ``base`` stays below every backend and no import cycle runs through it.
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 BACKENDS: dict[str, tuple[str, str, str | None]] = {
     "local": ("unirender.cluster.local", "LocalBackend", None),
     "ray": ("unirender.cluster.ray_backend", "RayBackend", "ray"),
+    "service": ("unirender.cluster.service_backend", "ServiceBackend", None),
 }
 BACKEND_KINDS = tuple(BACKENDS)
 
@@ -37,8 +38,10 @@ def backend_class(kind: str) -> type[SessionBackend]:
 
 
 def create_backend(kind: str = "local", **options: Any) -> SessionBackend:
-    """``"local"`` -> ``LocalBackend``, ``"ray"`` -> ``RayBackend`` (needs ``unirender[ray]``).
+    """``"local"`` -> ``LocalBackend``, ``"ray"`` -> ``RayBackend`` (needs ``unirender[ray]``), ``"service"`` ->
+    ``ServiceBackend`` (a running ``unirender serve``'s sessions).
 
-    ``options`` go to the backend's constructor (e.g. ``max_sessions``, ``gpus``; for Ray ``address``).
+    ``options`` go to the backend's constructor (e.g. ``max_sessions``, ``gpus``; for Ray ``address``; for the
+    service ``url`` and ``token``).
     """
     return backend_class(kind)(**options)

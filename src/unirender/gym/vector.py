@@ -4,7 +4,8 @@ slot), picked once through ``unirender.gym.families``."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import queue
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,15 @@ class UnityVectorEnv(VectorEnv):
 
     ``reset(seed=...)``: ``None``, an int ``s`` (env ``i`` gets ``s + i``) or one seed (or None) per env.
     ``reset(options={"reset_mask": bool array})`` resets only those envs; the others keep their observation.
+
+    Asynchronous stepping (docs/gym.md), for players whose step times differ: ``step_async(actions)`` then
+    ``step_wait()`` (Gymnasium's pair: a whole vector step, the caller free in between), and EnvPool's
+    ``send(actions, env_ids=None)`` / ``recv()``: ``recv()`` returns the first ``batch_size`` envs to finish
+    (``info["env_id"]`` says which, in the order they finished), so fast envs step again while slow ones are
+    still busy. Each env's autoreset follows ``autoreset_mode`` as in ``step``.
+
+    Over the ``service`` backend one vector step is one HTTP request (``POST /v1/steps``: the backend's
+    ``batch``); ``send``/``recv`` step each env on its own.
     """
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["rgb_array"]}
@@ -47,17 +57,25 @@ class UnityVectorEnv(VectorEnv):
         backend: SessionBackend | str = "local",
         backend_options: dict | None = None,
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        batch_size: int | None = None,
         **env_kwargs: Any,
     ):
         if num_envs < 1:
             raise ValueError("num_envs must be >= 1")
+        if batch_size is not None and not 1 <= batch_size <= num_envs:
+            raise ValueError(f"batch_size must be between 1 and num_envs ({num_envs}), not {batch_size!r}")
+        self.batch_size = num_envs if batch_size is None else int(batch_size)
         self.autoreset_mode = autoreset_mode_of(autoreset_mode)
         self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
         self.num_envs = num_envs
         self._owns_backend = isinstance(backend, str)
         self.backend = create_backend(backend, **(backend_options or {})) if self._owns_backend else backend
         # Long-lived threads: a player the Controller restarts inside step() is a child of the stepping thread.
-        self._pool = ThreadPoolExecutor(max_workers=num_envs, thread_name_prefix="unirender-vec")
+        # One more than the envs: step_async's vector step runs on the pool and steps the envs from there.
+        self._pool = ThreadPoolExecutor(max_workers=num_envs + 1, thread_name_prefix="unirender-vec")
+        self._in_flight: dict[int, Future] = {}  # send()'s envs not yet recv()'d
+        self._finished: queue.SimpleQueue[int] = queue.SimpleQueue()  # their ids as they finish
+        self._step_future: Future | None = None  # step_async's
         self.envs: list[SessionEnv] = []
         env_cls = env_class(environment_family(controller_kwargs, env_kwargs.get("environment")))
         futures = [
@@ -84,6 +102,7 @@ class UnityVectorEnv(VectorEnv):
         self._autoreset = np.zeros(num_envs, dtype=bool)
 
     def reset(self, *, seed: int | list[int | None] | None = None, options: dict | None = None):
+        self._check_idle("reset")
         if seed is None:
             seeds: list[int | None] = [None] * self.num_envs
         elif isinstance(seed, int | np.integer):
@@ -115,20 +134,101 @@ class UnityVectorEnv(VectorEnv):
         return self._batch(), infos
 
     def step(self, actions):
-        obs, rewards, terminations, truncations, per_env = self.step_per_env(actions)
+        self._check_idle("step")
+        return self._batched_infos(self.step_per_env(actions))
+
+    def _batched_infos(self, result):
+        obs, rewards, terminations, truncations, per_env = result
         infos: dict = {}
         for i, info in enumerate(per_env):
             infos = self._add_info(infos, info, i)
         return obs, rewards, terminations, truncations, infos
 
-    def step_per_env(self, actions):
+    # -- asynchronous stepping ----------------------------------------------------------------------------
+    def step_async(self, actions) -> None:
+        """Start a vector step (as :meth:`step`) and return at once; :meth:`step_wait` gives its result."""
+        self._check_idle("step_async")
+        per_env_actions = self._per_env_actions(actions)  # a bad batch fails here, not in step_wait
+        self._step_future = self._pool.submit(self.step_per_env, per_env_actions, split=False)
+
+    def step_wait(self):
+        """The result of the vector step :meth:`step_async` started, as :meth:`step` returns it."""
+        if self._step_future is None:
+            raise ValueError("step_wait() without step_async(): nothing is being stepped")
+        future, self._step_future = self._step_future, None
+        return self._batched_infos(future.result())
+
+    def send(self, actions, env_ids=None) -> None:
+        """EnvPool's ``send``: step the envs ``env_ids`` (default all) with ``actions`` (one per id, in that
+        order) without waiting; an env still in flight from an earlier ``send`` cannot be sent again before
+        :meth:`recv` has returned it."""
+        if self._step_future is not None:
+            raise ValueError("send() during step_async(): call step_wait() first")
+        ids = list(range(self.num_envs)) if env_ids is None else [int(i) for i in np.asarray(env_ids).reshape(-1)]
+        if len(set(ids)) != len(ids) or any(not 0 <= i < self.num_envs for i in ids):
+            raise ValueError(f"env_ids must be distinct ids in [0, {self.num_envs}), not {ids}")
+        busy = sorted(set(ids) & set(self._in_flight))
+        if busy:
+            raise ValueError(f"envs {busy} are still stepping: recv() them before sending to them again")
+        per_env = self._per_env_actions(actions, len(ids))
+        if self.autoreset_mode == AutoresetMode.DISABLED:
+            ended = [i for i in ids if self._autoreset[i]]
+            if ended:
+                raise ValueError(f"envs {ended} ended their episode: reset them (reset_mask) before stepping")
+        for i, action in zip(ids, per_env, strict=True):
+            future = self._pool.submit(self._step_one, i, action)
+            self._in_flight[i] = future
+            future.add_done_callback(lambda _f, i=i: self._finished.put(i))
+
+    def recv(self):
+        """EnvPool's ``recv``: the first ``batch_size`` sent envs to finish (fewer if fewer are in flight), as
+        ``(obs, rewards, terminations, truncations, infos)`` over those envs, ``infos["env_id"]`` their ids in the
+        order they finished. A failed env's error is raised once the batch is collected (its slot is free)."""
+        if not self._in_flight:
+            raise ValueError("recv() with nothing sent: send() actions first")
+        ids = [self._finished.get() for _ in range(min(self.batch_size, len(self._in_flight)))]
+        futures = [self._in_flight.pop(i) for i in ids]
+        errors = [f.exception() for f in futures if f.exception() is not None]
+        if errors:
+            raise errors[0]
+        infos: dict = {}
+        collector = _InfoBatch(len(ids))
+        obs_list, rewards, terminations, truncations = [], [], [], []
+        for k, (i, future) in enumerate(zip(ids, futures, strict=True)):
+            obs, reward, terminated, truncated, info, final = future.result()
+            self._env_obs[i] = obs
+            self._autoreset[i] = terminated or truncated
+            obs_list.append(obs)
+            rewards.append(reward)
+            terminations.append(terminated)
+            truncations.append(truncated)
+            if final is not None:
+                info = {"final_obs": final[0], "final_info": final[1], **info}
+            infos = collector._add_info(infos, {**info, "env_id": i}, k)
+        batch = concatenate(self.single_observation_space, obs_list,
+                            create_empty_array(self.single_observation_space, len(ids)))  # fmt: skip
+        return (batch, np.array(rewards, np.float64), np.array(terminations, bool), np.array(truncations, bool),
+                infos)
+
+    def _check_idle(self, what: str) -> None:
+        if self._step_future is not None or self._in_flight:
+            raise ValueError(f"{what}() while envs are stepping asynchronously: step_wait() or recv() them first")
+
+    def step_per_env(self, actions, *, split: bool = True):
         """:meth:`step` with one plain info dict per env (``final_obs``/``final_info`` in it when ``SAME_STEP``
         reset that env): what Stable-Baselines3 wants, without Gymnasium's batched infos and the split back."""
-        per_env_actions = self._per_env_actions(actions)
+        per_env_actions = self._per_env_actions(actions) if split else actions
         if self.autoreset_mode == AutoresetMode.DISABLED and self._autoreset.any():
             ended = np.flatnonzero(self._autoreset).tolist()
             raise ValueError(f"envs {ended} ended their episode: reset them (reset_mask) before stepping")
-        results = self._each(lambda i: self._step_one(i, per_env_actions[i]), range(self.num_envs))
+        for i, action in enumerate(per_env_actions):  # checked before any step (a batch waits for every step)
+            if not (self._autoreset[i] and self.autoreset_mode == AutoresetMode.NEXT_STEP) and \
+                    not self.single_action_space.contains(action):
+                raise ValueError(f"action {action!r} of env {i} is not in {self.single_action_space}")
+        stepping = [self.envs[i].session for i in range(self.num_envs)
+                    if not (self._autoreset[i] and self.autoreset_mode == AutoresetMode.NEXT_STEP)]
+        with self.backend.batch(stepping):  # one request for the envs' steps where the backend can
+            results = self._each(lambda i: self._step_one(i, per_env_actions[i]), range(self.num_envs))
         rewards = np.array([r[1] for r in results], dtype=np.float64)
         terminations = np.array([r[2] for r in results], dtype=bool)
         truncations = np.array([r[3] for r in results], dtype=bool)
@@ -154,19 +254,22 @@ class UnityVectorEnv(VectorEnv):
             self.backend = None
 
     # -- internals ----------------------------------------------------------------------------------------
-    def _per_env_actions(self, actions) -> list:
-        """The batch of actions split per env (Discrete: ints; Box, MultiDiscrete, Dict: Gymnasium's iterate)."""
+    def _per_env_actions(self, actions, n: int | None = None) -> list:
+        """The batch of ``n`` (default ``num_envs``) actions split per env (Discrete: ints; Box, MultiDiscrete,
+        Dict: Gymnasium's iterate)."""
+        n = self.num_envs if n is None else n
         if self._discrete:
             actions = np.asarray(actions)
-            if actions.shape != (self.num_envs,):
-                raise ValueError(f"expected {self.num_envs} actions, got shape {actions.shape}")
+            if actions.shape != (n,):
+                raise ValueError(f"expected {n} actions, got shape {actions.shape}")
             return [int(a) for a in actions]
+        space = self.action_space if n == self.num_envs else batch_space(self.single_action_space, n)
         try:
-            per_env = list(iterate(self.action_space, actions))
+            per_env = list(iterate(space, actions))
         except (TypeError, ValueError, KeyError, AttributeError) as exc:
-            raise ValueError(f"actions {actions!r} are not a batch of {self.action_space}: {exc}") from None
-        if len(per_env) != self.num_envs:
-            raise ValueError(f"expected {self.num_envs} actions, got {len(per_env)}")
+            raise ValueError(f"actions {actions!r} are not a batch of {space}: {exc}") from None
+        if len(per_env) != n:
+            raise ValueError(f"expected {n} actions, got {len(per_env)}")
         return per_env
 
     def _step_one(self, i: int, action: Any):
@@ -204,6 +307,15 @@ class UnityVectorEnv(VectorEnv):
             self._env_obs,
             create_empty_array(self.single_observation_space, self.num_envs),
         )
+
+
+class _InfoBatch:
+    """Gymnasium's info batching (``VectorEnv._add_info``) over ``n`` envs: ``recv()``'s batch, not all envs."""
+
+    _add_info = VectorEnv._add_info
+
+    def __init__(self, n: int):
+        self.num_envs = n
 
 
 def autoreset_mode_of(mode: AutoresetMode | str) -> AutoresetMode:

@@ -23,13 +23,16 @@ def register(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress output, only the summary")
     p.add_argument(
         "--backend",
-        choices=["local", "ray"],
+        choices=["local", "ray", "service"],
         default=None,
-        help="where the players live: player processes driven from here (default), or Ray actors (unirender[ray])",
+        help="where the players live: player processes driven from here (default), Ray actors (unirender[ray]), "
+        "or sessions of a running `unirender serve` (--url); the dataset is written here either way",
     )
     p.add_argument(
         "--ray-address", default=None, help="Ray cluster to join (default: $RAY_ADDRESS, or a local one)"
     )
+    p.add_argument("--url", default=None, help="the service for --backend service, e.g. http://render-host:8200")
+    p.add_argument("--token", default=None, help="its bearer token (default: $UNIRENDER_TOKEN)")
     p.set_defaults(func=cmd_render)
 
     d = sub.add_parser("demo", help="render a short tour of a built-in scene in every modality")
@@ -57,6 +60,11 @@ def _run(spec, args) -> int:
             from unirender.cluster import create_backend
 
             options = {"address": args.ray_address} if kind == "ray" and args.ray_address else {}
+            if kind == "service":
+                if not getattr(args, "url", None):
+                    raise SpecError("--backend service needs --url, the service's address (e.g. "
+                                    "http://render-host:8200)", [("--url", "required with --backend service")])
+                options = {"url": args.url, "token": args.token}
             backend = create_backend(kind, **options)
         result = render(
             spec,

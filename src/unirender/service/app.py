@@ -27,6 +27,7 @@ from unirender.errors import SpecError
 from unirender.service import documents, http_format
 from unirender.service.config import ANONYMOUS, ServiceConfig
 from unirender.service.data_root import DataRoot
+from unirender.service.endpoints import batch as batch_api
 from unirender.service.endpoints import jobs as jobs_api
 from unirender.service.endpoints import meta
 from unirender.service.endpoints import render as render_api
@@ -61,6 +62,8 @@ URLS = Map(
         Rule("/v1/sessions/<session_id>", endpoint="delete_session", methods=["DELETE"]),
         Rule("/v1/sessions/<session_id>/step", endpoint="step", methods=["POST"]),
         Rule("/v1/sessions/<session_id>/reset", endpoint="reset", methods=["POST"]),
+        Rule("/v1/sessions/<session_id>/event", endpoint="last_event", methods=["GET"]),
+        Rule("/v1/steps", endpoint="batch_steps", methods=["POST"]),
         Rule("/v1/render", endpoint="render", methods=["POST"]),
         Rule("/v1/jobs", endpoint="list_jobs", methods=["GET"]),
         Rule("/v1/jobs", endpoint="submit_job", methods=["POST"]),
@@ -79,6 +82,7 @@ ENDPOINTS = {
     "list_sessions": sessions_api.list_sessions, "create_session": sessions_api.create_session,
     "get_session": sessions_api.get_session, "delete_session": sessions_api.delete_session, "step": sessions_api.step,
     "reset": sessions_api.reset, "render": render_api.render,
+    "last_event": batch_api.last_event, "batch_steps": batch_api.steps,
     "list_jobs": jobs_api.list_jobs, "submit_job": jobs_api.submit_job, "get_job": jobs_api.get_job,
     "cancel_job": jobs_api.cancel_job, "job_manifest": jobs_api.job_manifest,
 }  # fmt: skip

@@ -68,6 +68,7 @@ class MLAgentsSessionCreate(_Body):
     environment: MLAgentsEnvironmentSpec
     record: RecordSpec = Field(default_factory=RecordSpec, description="sensors/behaviors the events carry")
     auto_restart: bool = Field(False, description="restart the game if it crashes (the episode is lost)")
+    seed: int = Field(0, ge=0, le=2**31 - 1, description="the game's seed at launch (Unity's Random.InitState)")
 
 
 class BehaviorActions(_Body):
@@ -249,6 +250,8 @@ class MLAgentsFamily:
         body = validate_body(MLAgentsSessionCreate, data)
         app.policy.check_game(body.environment)
         kwargs = _controller_kwargs(app, body.environment, body.auto_restart)
+        if body.seed:
+            kwargs["seed"] = body.seed
         if body.environment.environment_parameters:
             from unirender.spec.mlagents import resolve_parameters
 

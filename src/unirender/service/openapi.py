@@ -60,7 +60,31 @@ def _schemas() -> dict[str, Any]:
     schemas["EventList"] = {
         "type": "object", "properties": {"events": {"type": "array", "items": {"$ref": REF.format(model="Event")}}}
     }
+    schemas.update(BATCH_SCHEMAS)
     return schemas
+
+
+# POST /v1/steps (service.endpoints.batch)
+BATCH_SCHEMAS: dict[str, Any] = {
+    "StepBatch": {
+        "type": "object", "required": ["steps"], "additionalProperties": False,
+        "properties": {"steps": {"type": "array", "minItems": 1, "description": "at most limits.sessions_per_token "
+                                 "steps, each session once",
+                                 "items": {"type": "object", "required": ["session"], "additionalProperties": False,
+                                           "properties": {"session": {"type": "string", "minLength": 1},
+                                                          "action": {"description": "what POST /v1/sessions/{id}/"
+                                                                     "step takes for that session's family"}}}}},
+    },
+    "BatchEvents": {
+        "type": "object",
+        "properties": {"events": {"type": "array", "description": "in the batch's order", "items": {"oneOf": [
+            {"allOf": [{"$ref": REF.format(model="Event")}, {"type": "object", "properties": {"session": {"type": "string"}}}]},
+            {"type": "object", "required": ["session", "status", "error"],
+             "properties": {"session": {"type": "string"}, "status": {"type": "integer"},
+                            "error": ERROR["properties"]["error"]}},
+        ]}}},
+    },
+}
 
 
 def _model_schema(model) -> dict[str, Any]:
@@ -185,6 +209,18 @@ def openapi_document(config=None, *, auth_enabled: bool | None = None) -> dict:
             "post": _op("reset to a scene (ML-Agents: new episodes, optional environment parameters)",
                         _event_responses("Event"), body=_body(_names("reset_body")),
                         params=[SID, MODALITIES, METADATA_AS_SENT]),
+        },
+        "/v1/sessions/{session_id}/event": {
+            "get": _op("the session's last event, without stepping it (after its start, or a restart of its "
+                       "player)", _event_responses("Event"), params=[SID, MODALITIES, METADATA_AS_SENT]),
+        },
+        "/v1/steps": {
+            "post": _op("step several of your sessions in one request, concurrently: each item of 'events' is that "
+                        "session's event document (frames as in a single step) or its error ({session, status, "
+                        "error}); refused whole, before any step, when malformed, too long, naming a session twice "
+                        "or one that is not yours. Every limit and rate limit applies per session",
+                        _event_responses("BatchEvents"), body=_body("StepBatch"),
+                        params=[MODALITIES, METADATA_AS_SENT]),
         },
         "/v1/render": {"post": _op("one-shot render of an episode on a temporary player (an AI2-THOR episode, or "
                                    "with environment.protocol: mlagents an ML-Agents episode: its policy's steps "

@@ -6,6 +6,7 @@ authentication and draining are the app's.
 
 - :mod:`.meta`: ``/``, ``/healthz``, ``/readyz``, ``/metrics``, ``/openapi.json``, ``/docs``, ``/v1/platforms``;
 - :mod:`.sessions`: ``/v1/sessions`` and a session's step and reset;
+- :mod:`.batch`: ``/v1/steps`` (several sessions stepped in one request) and ``/v1/sessions/{id}/event``;
 - :mod:`.render`: ``/v1/render``;
 - :mod:`.jobs`: ``/v1/jobs``.
 """
