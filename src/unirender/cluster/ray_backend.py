@@ -119,25 +119,42 @@ class RaySession(Session):
 
     # -- internals ---------------------------------------------------------------------------------------
     def _place_and_start(self) -> None:
-        """Wait for room (bounded by ``wait_timeout``), then for the actor and its player (``start_timeout``)."""
+        """Wait for room (bounded by ``wait_timeout``), then for the actor and its player (``start_timeout``).
+
+        An actor that dies before its player answers (Ray placed it on a node that was going away: a killed
+        container or machine the cluster does not know is gone yet) is replaced by another, placed anew, until
+        ``start_timeout``; a player that fails to start is the player's error, raised at once."""
         backend = self._backend
-        backend._wait_for_room(self)
-        actor = backend._actor_class(self.resources, self._kwargs).remote(self._kwargs)
-        try:
+        deadline = time.monotonic() + backend.start_timeout
+        while True:
+            backend._wait_for_room(self)
+            actor = backend._actor_class(self.resources, self._kwargs).remote(self._kwargs)
             try:
-                # Placement includes starting a Ray worker process (seconds on a busy node): start_timeout.
-                placed = ray.get(actor.placed.remote(), timeout=backend.start_timeout)
-            except ray.exceptions.GetTimeoutError:
-                raise CapacityError(
-                    f"Ray did not place session {self.id} within {backend.start_timeout:g} s (another session "
-                    f"may have taken the room seen free): it asks for {backend.actor_options(self.resources)}"
-                ) from None
-            placed, first = self._get(actor.start.remote(placed["incarnation"]), backend.start_timeout)
-        except BaseException:
-            ray.kill(actor, no_restart=True)
-            raise
-        self._actor = actor
-        self._adopt(placed, first)
+                try:
+                    # Placement includes starting a Ray worker process (seconds on a busy node): start_timeout.
+                    placed = ray.get(actor.placed.remote(), timeout=max(0.1, deadline - time.monotonic()))
+                except ray.exceptions.GetTimeoutError:
+                    raise CapacityError(
+                        f"Ray did not place session {self.id} within {backend.start_timeout:g} s (another session "
+                        f"may have taken the room seen free): it asks for {backend.actor_options(self.resources)}"
+                    ) from None
+                placed, first = self._get(actor.start.remote(placed["incarnation"]),
+                                          max(0.1, deadline - time.monotonic()))  # fmt: skip
+            except ray.exceptions.RayActorError as exc:
+                ray.kill(actor, no_restart=True)
+                if time.monotonic() >= deadline:
+                    raise SessionLostError(
+                        f"session {self.id}: every Ray actor placed for it within {backend.start_timeout:g} s died "
+                        f"before its player started (last: {_first_line(exc)})"
+                    ) from exc
+                time.sleep(0.5)  # let the cluster notice the dead node before placing again
+                continue
+            except BaseException:
+                ray.kill(actor, no_restart=True)
+                raise
+            self._actor = actor
+            self._adopt(placed, first)
+            return
 
     def _adopt(self, placed: dict, first: Any) -> None:
         self._placed = placed
