@@ -355,9 +355,10 @@ def test_unique_part_name_floods_do_not_grow_memory(service, synced):
     print(f"\n30 forms x 20,000 unique part names: RSS {before:.0f} MB -> median of the first ten {first:.0f} MB, "
           f"of the last ten {last:.0f} MB, highest {max(samples):.0f} MB")
     assert max(samples) - before < 30  # the working memory of receiving one 1.5 MB form, then reused
-    # Not growing with the number of names sent (the old hub: +8 MB a form). Medians: a sample taken while one
-    # form's working memory is still held reads ~5 MB higher, wherever in the run it falls.
-    assert last - first < 5
+    # Not growing with the number of names sent (the old hub: +8 MB a form, so +160 MB between these medians, 20
+    # forms apart). Medians: a sample taken while one form's working memory is still held reads ~5 MB higher,
+    # wherever in the run it falls; the margin is for the allocator under a loaded machine (seen +5-9 MB).
+    assert last - first < 20
 
 
 # -- 5. a 422 must not amplify ---------------------------------------------------------------------------------

@@ -48,8 +48,10 @@ def test_gunicorn_gthread_serves_wsgi_players_and_stops_them(tmp_path):
             try:
                 if requests.get(url + "/healthz", timeout=2).ok:
                     break
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):  # not up yet, or slow to start on a loaded machine
                 time.sleep(0.1)
+        else:
+            raise AssertionError(f"gunicorn did not answer /healthz within 60 s:\n{proc.log_tail()}")
         client = Client(url)
         session = client.session({"width": 32, "height": 32, "transport": "wsgi"})
         pid = session.info()["pid"]
