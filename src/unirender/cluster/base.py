@@ -69,6 +69,15 @@ class Resources:
 _counter = itertools.count(1)
 
 
+def stop_quietly(player: Any) -> None:
+    """``player.stop()`` if there is one, whatever it raises (a session that is stopping keeps stopping)."""
+    if player is not None:
+        try:
+            player.stop()
+        except Exception:
+            pass
+
+
 def new_session_id() -> str:
     return f"s{next(_counter)}-{uuid.uuid4().hex[:8]}"
 

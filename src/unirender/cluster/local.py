@@ -24,6 +24,7 @@ from unirender.cluster.base import (
     SessionLostError,
     new_session_id,
     normalize_action,
+    stop_quietly,
 )
 from unirender.cluster.placement import LocalPlacement, Slot, placement_info
 from unirender.cluster.simulators import flat_first_frame
@@ -96,7 +97,7 @@ class LocalSession(Session):
         with self._lock:
             self._check_open()
             self.state = RESTARTING
-            _stop_quietly(self._controller)
+            stop_quietly(self._controller)
             self._controller = None
             try:
                 controller = self._backend._launch(self._kwargs)
@@ -114,7 +115,7 @@ class LocalSession(Session):
             self.state = STOPPED
             controller, self._controller = self._controller, None
         try:
-            _stop_quietly(controller)
+            stop_quietly(controller)
         finally:
             self._backend._release(self)
 
@@ -131,13 +132,6 @@ class LocalSession(Session):
         info["gpu"] = self._slot.gpu
         return info
 
-
-def _stop_quietly(controller: Any) -> None:
-    if controller is not None:
-        try:
-            controller.stop()
-        except Exception:
-            pass
 
 
 class LocalBackend(SessionBackend):
@@ -218,7 +212,7 @@ class LocalBackend(SessionBackend):
         try:
             return future.result()
         except BaseException:
-            future.add_done_callback(lambda f: f.exception() is None and _stop_quietly(f.result()))
+            future.add_done_callback(lambda f: f.exception() is None and stop_quietly(f.result()))
             raise
 
     def _release(self, session: LocalSession) -> None:

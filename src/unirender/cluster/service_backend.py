@@ -37,6 +37,7 @@ from unirender.cluster.base import (
     SessionLostError,
     new_session_id,
     normalize_action,
+    stop_quietly,
 )
 from unirender.errors import PlayerError, RestartError
 from unirender.simulator import AI2THOR, MLAGENTS, family_of
@@ -193,7 +194,7 @@ class ServiceSession(Session):
         try:
             self.last_event = remote.latest_event()
         except BaseException:
-            _stop_quietly(remote)
+            stop_quietly(remote)
             raise
         self.state = READY
 
@@ -222,7 +223,7 @@ class ServiceSession(Session):
             self._check_open()
             self.state = RESTARTING
             old, self.remote = self.remote, None
-            _stop_quietly(old)
+            stop_quietly(old)
             try:
                 self._open()
             except BaseException:
@@ -238,7 +239,7 @@ class ServiceSession(Session):
             self.state = STOPPED
             remote, self.remote = self.remote, None
         try:
-            _stop_quietly(remote)
+            stop_quietly(remote)
         finally:
             self._backend._forget(self)
 
@@ -288,13 +289,6 @@ class ServiceSession(Session):
         self.last_event = event
         return event
 
-
-def _stop_quietly(remote: Any) -> None:
-    if remote is not None:
-        try:
-            remote.stop()
-        except Exception:
-            pass
 
 
 _ALONE = object()  # a batch member's result when the batch was refused whole: it steps on its own
