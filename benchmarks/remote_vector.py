@@ -47,9 +47,10 @@ ENVS = 4
 
 
 class UnbatchedServiceBackend(ServiceBackend):
-    """The service backend with batching off: every env's step is its own request."""
+    """The service backend with batching off: every env's step is its own request, from the vector env's threads."""
 
-    batch = SessionBackend.batch
+    steps_together = False
+    step_many = SessionBackend.step_many
 
 
 class UnevenBackend(LocalBackend):

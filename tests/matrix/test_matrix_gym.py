@@ -46,7 +46,8 @@ def test_the_family_env_passes_check_env(case):
         env.close()
 
 
-def test_a_crashed_player_ends_the_episode_as_truncated(case):
+def test_a_crashed_player_ends_the_episode_as_truncated(placement_case):
+    case = placement_case
     env = make_env(case.controller_kwargs, backend=case.backend(), **ENV_KWARGS[case.family])
     action = _fixed_actions(case.family, 1)[0]
     try:
@@ -65,9 +66,11 @@ def test_a_crashed_player_ends_the_episode_as_truncated(case):
         env.close()
 
 
-def test_the_vector_env_autoresets_in_both_modes(case):
+def test_the_vector_env_autoresets_in_both_modes(placement_case):
     """Two envs, 2-step episodes (max_episode_steps): NEXT_STEP resets in the step after the end (reward 0),
-    SAME_STEP in the ending step (the last observation in final_obs)."""
+    SAME_STEP in the ending step (the last observation in final_obs). On the service placement the envs' steps
+    go out together (``step_many``), the resets on their own."""
+    case = placement_case
     backend = case.backend()
     actions = _fixed_actions(case.family, 2)
     for mode in (AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP):

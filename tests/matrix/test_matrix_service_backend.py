@@ -126,41 +126,49 @@ def test_a_player_crashing_mid_batch_fails_only_its_own_step(ai2thor_service):
     results = backend.client.step_many([(s.remote, "RotateRight") for s in sessions])
     assert results[0].metadata["lastActionSuccess"] and results[2].metadata["lastActionSuccess"]
     assert isinstance(results[1], PlayerCrashedError) and results[1].code == "player_crashed"
-    # Through the backend's batch, from threads as a vector env steps: the same exception types as locally.
+    # Through the backend's step_many, as a vector env steps: the same exception types as locally.
     crashed = backend.create_session(kwargs)
     sessions = [sessions[0], crashed, sessions[2]]
     os.kill(_pid(crashed), signal.SIGKILL)
-    outcome: dict[int, object] = {}
-
-    def step(i: int) -> None:
-        try:
-            outcome[i] = sessions[i].step("RotateLeft")
-        except Exception as exc:  # noqa: BLE001 - asserted below
-            outcome[i] = exc
-
-    with backend.batch(sessions):
-        threads = [threading.Thread(target=step, args=(i,)) for i in range(3)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
+    outcome = backend.step_many([(s, "RotateLeft") for s in sessions])
     assert isinstance(outcome[1], PlayerCrashedError) and crashed.state == "lost"
     assert outcome[0].metadata["lastActionSuccess"] and outcome[2].metadata["lastActionSuccess"]
-    with pytest.raises(SessionLostError):
-        crashed.step("Pass")
+    assert sessions[0].last_event is outcome[0] and sessions[0].steps == 1
+    # A lost session in a batch: its own SessionLostError, the others step.
+    outcome = backend.step_many([(s, "Pass") for s in sessions])
+    assert isinstance(outcome[1], SessionLostError) and outcome[0].metadata["lastActionSuccess"]
     assert crashed.restart().frame.shape == (40, 48, 3) and crashed.step("Pass").metadata["lastActionSuccess"]
     # A batch the service refuses whole (a session it has ended behind the backend's back): every member gets
     # its own answer, as without a batch.
     sessions[2].remote.stop()
-    outcome.clear()
-    with backend.batch(sessions):
-        threads = [threading.Thread(target=step, args=(i,)) for i in range(3)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
+    outcome = backend.step_many([(s, "Pass") for s in sessions])
     assert outcome[0].metadata["lastActionSuccess"] and outcome[1].metadata["lastActionSuccess"]
     assert isinstance(outcome[2], SessionLostError) and sessions[0].state == "ready"
+    with pytest.raises(ValueError, match="once"):
+        backend.step_many([(sessions[0], "Pass"), (sessions[0], "Pass")])
+
+
+def test_a_player_crashing_in_a_vector_step_truncates_only_its_env(ai2thor_service):
+    """The vector env's batched step: the crashed env's episode ends as truncated on its restarted player, the
+    others step as usual, and the next vector step is again one request."""
+    from unirender.gym import UnityVectorEnv
+
+    backend = ai2thor_service.backend()
+    env = UnityVectorEnv(3, ai2thor_service.controller_kwargs, backend=backend)
+    try:
+        env.reset()
+        env.step(np.array([0, 0, 0]))
+        pid = _pid(env.envs[1].session)
+        os.kill(pid, signal.SIGKILL)
+        before = batch_requests(backend.client.url)
+        obs, rewards, terminated, truncated, infos = env.step(np.array([1, 1, 1]))
+        assert truncated.tolist() == [False, True, False] and not terminated.any()
+        assert infos["restarted"].tolist() == [False, True, False] and infos["_restarted"][1]
+        assert env.observation_space.contains(obs) and _pid(env.envs[1].session) != pid
+        env.step(np.array([0, 0, 0]))
+        assert batch_requests(backend.client.url) - before == 2
+    finally:
+        env.close()
 
 
 def test_recv_returns_the_envs_that_finish_first(ai2thor_service):

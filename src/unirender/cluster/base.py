@@ -7,12 +7,10 @@ Either way the caller gets the same :class:`Session` object and the same ``Event
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -195,11 +193,21 @@ class SessionBackend:
             except KeyError:
                 raise KeyError(f"no session {session_id!r}") from None
 
-    @contextlib.contextmanager
-    def batch(self, sessions: list[Session]) -> Iterator[None]:
-        """Within the block, the first step of each of ``sessions`` (a vector env's, from its threads) may go
-        out together: one request on the service backend; here nothing changes."""
-        yield
+    # Whether step_many is one call for all its sessions (the service: one request), so that a vector env steps
+    # its envs through it; False: a vector env steps each env's session from a thread of its own instead.
+    steps_together = False
+
+    def step_many(self, steps: list[tuple[Session, Any]]) -> list[Any]:
+        """Step each ``(session, action)`` once: each item of the answer, in order, is that session's event or
+        the exception its ``step`` raised (one session's failure never fails the others'). Here one after the
+        other; a backend with ``steps_together`` does it in one call."""
+        results: list[Any] = []
+        for session, action in steps:
+            try:
+                results.append(session.step(action))
+            except Exception as exc:  # noqa: BLE001 - each step's outcome is its item
+                results.append(exc)
+        return results
 
     def info(self) -> dict:
         """Backend-level view: kind, capacity, sessions."""

@@ -9,17 +9,15 @@ Events are the local ones' types: AI2-THOR ``Event``; ML-Agents :class:`unirende
 (``MLAgentsEvent``'s reading API). The service's error codes come back as the local backends' exceptions
 (:func:`local_error`).
 
-Batched steps: inside ``with backend.batch(sessions):`` the first ``step`` of each of those sessions, from as
-many threads (a vector env's), go out as ONE ``POST /v1/steps`` (``Client.step_many``), each thread getting its
-own session's event or error. A step of a session in no open batch, or after its session's step in this batch,
-goes out alone; a batch whose sessions do not all step goes out after ``BATCH_GATHER_S`` with those that did.
+Batched steps: ``backend.step_many([(session, action), ...])`` steps those sessions in ONE ``POST /v1/steps``
+(``Client.step_many``), each getting its own event or error (``steps_together``: a vector env steps its envs
+through it, from one thread).
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -44,10 +42,6 @@ from unirender.simulator import AI2THOR, MLAGENTS, family_of
 
 if TYPE_CHECKING:
     from unirender.simulator import Description
-
-# How long a batched step waits for the batch's other steps before its batch goes out as it is.
-BATCH_GATHER_S = 0.05
-
 
 # -- controller kwargs -> the service's session body (the inverse of service/*_sessions.py) ------------------
 def _refuse(family: str, keys: list[str], why: str) -> None:
@@ -204,9 +198,6 @@ class ServiceSession(Session):
             action = normalize_action(action, kwargs)
         with self._lock:
             self._check_ready()
-            batch = self._backend._open_batch(self.id)
-            if batch is not None and batch.join(self):
-                return self._done(batch.wait(self, action))
             return self._done(self._call(lambda: self.remote.step(action)))
 
     def reset(self, scene: str | None = None, **initialize_params: Any) -> Any:
@@ -291,57 +282,6 @@ class ServiceSession(Session):
 
 
 
-_ALONE = object()  # a batch member's result when the batch was refused whole: it steps on its own
-
-
-class _Batch:
-    """The first step of each of some sessions, gathered from their threads into one ``Client.step_many``."""
-
-    def __init__(self, backend: ServiceBackend, session_ids: set[str]):
-        self.backend, self.expected, self.size = backend, session_ids, len(session_ids)
-        self._cv = threading.Condition()
-        self._waiting: list[tuple[ServiceSession, Any]] = []
-        self._members: set[str] = set()
-        self._results: dict[str, Any] = {}
-        self._sent = False
-
-    def join(self, session: ServiceSession) -> bool:
-        with self._cv:
-            if self._sent or session.id in self._members:
-                return False
-            self._members.add(session.id)
-            return True
-
-    def wait(self, session: ServiceSession, action: Any) -> Any:
-        with self._cv:
-            self._waiting.append((session, action))
-            self._cv.notify_all()
-            if len(self._waiting) < self.size:
-                self._cv.wait_for(lambda: self._sent or len(self._waiting) >= self.size, BATCH_GATHER_S)
-            if not self._sent:  # this thread sends what is gathered; later joiners go alone
-                self._sent = True
-                steps = list(self._waiting)
-                sender = True
-            else:
-                sender = False
-        if sender:
-            try:
-                results = self.backend.client.step_many([(s.remote, a) for s, a in steps])
-            except Exception:  # refused whole (one session gone, the service unreachable): each steps alone,
-                results = [_ALONE] * len(steps)  # so that each gets its own answer, as without a batch
-            with self._cv:
-                self._results.update({s.id: r for (s, _), r in zip(steps, results, strict=True)})
-                self._cv.notify_all()
-        with self._cv:
-            self._cv.wait_for(lambda: session.id in self._results)
-            result = self._results.pop(session.id)
-        if result is _ALONE:
-            return session._call(lambda: session.remote.step(action))
-        if isinstance(result, BaseException):
-            raise session._failed(result) from result
-        return result
-
-
 class ServiceBackend(SessionBackend):
     """Sessions of the service at ``url`` (``token``: its bearer token, default ``$UNIRENDER_TOKEN``).
 
@@ -356,8 +296,6 @@ class ServiceBackend(SessionBackend):
         from unirender.client import Client
 
         self.client = Client(url, token, format=format, timeout=timeout)
-        self._batches: dict[str, _Batch] = {}  # session id -> the open batch its next step joins
-        self._batch_lock = threading.Lock()
 
     def create_session(
         self,
@@ -382,29 +320,48 @@ class ServiceBackend(SessionBackend):
             raise
         return session
 
-    @contextlib.contextmanager
-    def batch(self, sessions: list[Session]) -> Iterator[None]:
-        """Within the block, the first step of each of ``sessions`` (from any threads) go out as one request."""
-        ids = {s.id for s in sessions if isinstance(s, ServiceSession) and s._backend is self}
-        if len(ids) < 2:  # nothing to gather
-            yield
-            return
-        batch = _Batch(self, ids)
-        with self._batch_lock:
-            taken = ids & self._batches.keys()
-            for session_id in ids - taken:  # a session already in an open batch stays there
-                self._batches[session_id] = batch
-        try:
-            yield
-        finally:
-            with self._batch_lock:
-                for session_id in ids - taken:
-                    if self._batches.get(session_id) is batch:
-                        del self._batches[session_id]
+    steps_together = True
 
-    def _open_batch(self, session_id: str) -> _Batch | None:
-        with self._batch_lock:
-            return self._batches.get(session_id)
+    def step_many(self, steps: list[tuple[Session, Any]]) -> list[Any]:
+        """The steps in ONE request (``POST /v1/steps``); each item the session's event or the exception its step
+        raised, as :meth:`ServiceSession.step` raises it (the session's state following). A batch the service
+        refuses whole (a session it has ended behind this backend's back, the service unreachable): each session
+        steps on its own, so that each gets its own answer."""
+        for session, _ in steps:
+            if not isinstance(session, ServiceSession) or session._backend is not self:
+                raise ValueError(f"session {session.id} is not a session of this backend")
+        if len({s.id for s, _ in steps}) != len(steps):
+            raise ValueError("step_many steps each session once")
+        with contextlib.ExitStack() as held:
+            for session, _ in sorted(steps, key=lambda item: item[0].id):  # one order: no deadlock between batches
+                held.enter_context(session._lock)
+            results: list[Any] = [None] * len(steps)
+            ready: list[tuple[int, ServiceSession, Any]] = []
+            for i, (session, action) in enumerate(steps):
+                try:
+                    session._check_ready()
+                except Exception as exc:  # noqa: BLE001 - this session's outcome
+                    results[i] = exc
+                    continue
+                ready.append((i, session, normalize_action(action, {}) if session.family == AI2THOR else action))
+            try:
+                answers = self.client.step_many([(s.remote, a) for _, s, a in ready]) if ready else []
+            except Exception:  # noqa: BLE001 - refused whole: each steps alone below
+                answers = [None] * len(ready)
+                for k, (_, session, action) in enumerate(ready):
+                    try:
+                        answers[k] = session.remote.step(action)
+                    except Exception as exc:  # noqa: BLE001 - this session's outcome
+                        answers[k] = exc
+            for (i, session, _), answer in zip(ready, answers, strict=True):
+                if isinstance(answer, BaseException):
+                    error = session._failed(answer)
+                    if error is not answer:
+                        error.__cause__ = answer
+                    results[i] = error
+                else:
+                    results[i] = session._done(answer)
+        return results
 
     def _local(self, exc: BaseException) -> BaseException:
         return local_error(exc, self.client.url)

@@ -166,10 +166,12 @@ class UnityEnv(SessionEnv):
         self.last_event = self.session.reset(scene)
         return self._observe(self.last_event), self._info(self.last_event, None)
 
-    def _advance(self, action):
+    def _session_action(self, action):
+        return self.actions[int(action)]
+
+    def _advance(self, action, event):
         act = self.actions[int(action)]
-        previous = self.last_event
-        event = self.last_event = self.session.step(act)
+        previous, self.last_event = self.last_event, event
         reward = float(self.reward_fn(previous, act, event)) if self.reward_fn else 0.0
         terminated = bool(self.termination_fn(event)) if self.termination_fn else False
         return self._observe(event), reward, terminated, False, self._info(event, act)

@@ -164,8 +164,10 @@ class MLAgentsEnv(SessionEnv):
             event = self.session.reset(None, **options.get("environment_parameters", {}))
         return self._first_decision(event)
 
-    def _advance(self, action):
-        event = self.session.step(self._to_action(action))
+    def _session_action(self, action):
+        return self._to_action(action)
+
+    def _advance(self, action, event):
         while True:
             decision, terminal = event.decision_steps[self.behavior], event.terminal_steps[self.behavior]
             if self.agent_id in terminal.agent_id_to_index:

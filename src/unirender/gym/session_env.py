@@ -10,6 +10,7 @@ or Ray a dead actor; the episode is lost) into a *truncated* step showing the ne
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium
@@ -24,8 +25,11 @@ class SessionEnv(gymnasium.Env):
 
     - ``_start_episode(seed, options, launched) -> (obs, info)``: new episode(s) on ``self.session``
       (``launched``: just launched by this reset, with :meth:`_launch_overrides`; the hook may relaunch itself);
-    - ``_advance(action) -> (obs, reward, terminated, truncated, info)``: one step with an action inside
-      ``action_space`` (checked here); ``max_episode_steps`` is applied here;
+    - ``_session_action(action)``: what the session's ``step`` is given for an action inside ``action_space``
+      (checked here);
+    - ``_advance(action, event) -> (obs, reward, terminated, truncated, info)``: the step's outcome from the
+      event the session's step of ``_session_action(action)`` returned (the hook may step the session again);
+      ``max_episode_steps`` is applied here;
     - ``_restarted(action) -> (obs, info)``: the new player's first view after a restart during that step.
 
     and sets ``observation_space`` and ``action_space`` (from ``session.describe()`` where it can) in its
@@ -73,6 +77,14 @@ class SessionEnv(gymnasium.Env):
         return obs, info
 
     def step(self, action):
+        session_action = self.plan_step(action)
+        return self.finish_step(action, lambda: self.session.step(session_action))
+
+    def plan_step(self, action) -> Any:
+        """The first half of :meth:`step`: check ``action`` and count the step; returns what the session's
+        ``step`` is to be given. :meth:`finish_step` is the second half. A vector env whose backend steps several
+        sessions in one call (the service's ``step_many``) plans each env's step, steps them together, then
+        finishes each with its own outcome."""
         if self.session is None:
             raise gymnasium.error.ClosedEnvironmentError(
                 f"this {type(self).__name__} was closed: call reset() to launch a new player before step()"
@@ -80,8 +92,13 @@ class SessionEnv(gymnasium.Env):
         if not self.action_space.contains(action):
             raise ValueError(f"action {action!r} is not in {self.action_space}")
         self._elapsed += 1
+        return self._session_action(action)
+
+    def finish_step(self, action, stepped: Callable[[], Any]):
+        """The second half of :meth:`step`: ``stepped()`` is the session's step of the planned action (its event,
+        or what it raised); returns ``(obs, reward, terminated, truncated, info)``."""
         try:
-            obs, reward, terminated, truncated, info = self._advance(action)
+            obs, reward, terminated, truncated, info = self._advance(action, stepped())
         except RestartError as exc:
             # The player (or its actor) died and a new one took over: the episode is lost, so it ends here as
             # truncated, showing the new player's first view; the next reset() starts over.
@@ -121,7 +138,10 @@ class SessionEnv(gymnasium.Env):
     def _start_episode(self, seed: int | None, options: dict, launched: bool) -> tuple[Any, dict]:
         raise NotImplementedError
 
-    def _advance(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+    def _session_action(self, action: Any) -> Any:
+        raise NotImplementedError
+
+    def _advance(self, action: Any, event: Any) -> tuple[Any, float, bool, bool, dict]:
         raise NotImplementedError
 
     def _restarted(self, action: Any) -> tuple[Any, dict]:

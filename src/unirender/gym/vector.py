@@ -5,6 +5,7 @@ slot), picked once through ``unirender.gym.families``."""
 from __future__ import annotations
 
 import queue
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -44,7 +45,7 @@ class UnityVectorEnv(VectorEnv):
     still busy. Each env's autoreset follows ``autoreset_mode`` as in ``step``.
 
     Over the ``service`` backend one vector step is one HTTP request (``POST /v1/steps``: the backend's
-    ``batch``); ``send``/``recv`` step each env on its own.
+    ``step_many``, from the stepping thread); ``send``/``recv`` step each env on its own.
     """
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["rgb_array"]}
@@ -225,9 +226,9 @@ class UnityVectorEnv(VectorEnv):
             if not (self._autoreset[i] and self.autoreset_mode == AutoresetMode.NEXT_STEP) and \
                     not self.single_action_space.contains(action):
                 raise ValueError(f"action {action!r} of env {i} is not in {self.single_action_space}")
-        stepping = [self.envs[i].session for i in range(self.num_envs)
-                    if not (self._autoreset[i] and self.autoreset_mode == AutoresetMode.NEXT_STEP)]
-        with self.backend.batch(stepping):  # one request for the envs' steps where the backend can
+        if self.backend.steps_together:  # the service: one request for every env's step
+            results = self._step_together(per_env_actions)
+        else:
             results = self._each(lambda i: self._step_one(i, per_env_actions[i]), range(self.num_envs))
         rewards = np.array([r[1] for r in results], dtype=np.float64)
         terminations = np.array([r[2] for r in results], dtype=bool)
@@ -272,18 +273,51 @@ class UnityVectorEnv(VectorEnv):
             raise ValueError(f"expected {n} actions, got {len(per_env)}")
         return per_env
 
-    def _step_one(self, i: int, action: Any):
+    def _step_one(self, i: int, action: Any, stepped: Callable[[], Any] | None = None):
         """One env's step under the autoreset mode: (obs, reward, terminated, truncated, info, final) where
-        ``final`` is (obs, info) of an episode that SAME_STEP just ended and reset, else None."""
+        ``final`` is (obs, info) of an episode that SAME_STEP just ended and reset, else None. ``stepped``: the
+        outcome of the session's step of the env's planned action, when the backend has already stepped it."""
         env = self.envs[i]
         if self._autoreset[i] and self.autoreset_mode == AutoresetMode.NEXT_STEP:
             obs, info = env.reset()
             return obs, 0.0, False, False, info, None
-        obs, reward, terminated, truncated, info = env.step(action)
+        if stepped is None:
+            obs, reward, terminated, truncated, info = env.step(action)
+        else:
+            obs, reward, terminated, truncated, info = env.finish_step(action, stepped)
         if (terminated or truncated) and self.autoreset_mode == AutoresetMode.SAME_STEP:
             new_obs, new_info = env.reset()
             return new_obs, reward, terminated, truncated, new_info, (obs, info)
         return obs, reward, terminated, truncated, info, None
+
+    def _step_together(self, actions: list) -> list:
+        """Every env's step (as :meth:`_step_one`) with the sessions stepped in ONE ``backend.step_many`` call
+        from this thread (the service: one request), each env then finishing its step with its own outcome; the
+        envs that NEXT_STEP resets meanwhile reset on the pool's threads. As with :meth:`_each`, every env
+        finishes, then the first error is raised."""
+        resetting = [i for i in range(self.num_envs)
+                     if self._autoreset[i] and self.autoreset_mode == AutoresetMode.NEXT_STEP]  # fmt: skip
+        resets = {i: self._pool.submit(self._step_one, i, actions[i]) for i in resetting}
+        results: list = [None] * self.num_envs
+        errors: list[BaseException] = []
+        try:
+            stepping = [i for i in range(self.num_envs) if i not in resets]
+            planned = [(self.envs[i].session, self.envs[i].plan_step(actions[i])) for i in stepping]
+            outcomes = self.backend.step_many(planned) if planned else []
+            for i, outcome in zip(stepping, outcomes, strict=True):
+                try:
+                    results[i] = self._step_one(i, actions[i], stepped=lambda o=outcome: _result_of(o))
+                except Exception as exc:  # noqa: BLE001 - raised below, once every env has finished
+                    errors.append(exc)
+        finally:
+            for i, future in resets.items():  # wait for all, also when a step failed
+                try:
+                    results[i] = future.result()
+                except Exception as exc:  # noqa: BLE001 - raised below
+                    errors.append(exc)
+        if errors:
+            raise errors[0]
+        return results
 
     def _each(self, fn, indices) -> list:
         """``[fn(i) for i in indices]``, concurrently: the first in this thread, the rest on the pool's threads
@@ -307,6 +341,13 @@ class UnityVectorEnv(VectorEnv):
             self._env_obs,
             create_empty_array(self.single_observation_space, self.num_envs),
         )
+
+
+def _result_of(outcome: Any) -> Any:
+    """A ``step_many`` item as the session's ``step`` gives it: the event, or the exception raised."""
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
 
 
 class _InfoBatch:
