@@ -117,8 +117,12 @@ def test_lazy_msgpack_documents_decode_metadata_on_first_read(frames, many, pack
         doc = {"metadata": http_format.PackedMsgpack(msgpack.packb(meta)) if packed == "msgpack" else meta, "frames": frames}
     if step and packed != "dict":
         doc[http_format.STEP] = {"lastActionSuccess": True, "screenWidth": 7, "screenHeight": 5}
-    content_type, body = http_format.encode_document({"events": [doc, doc]} if many else doc, http_format.MSGPACK)
+    failed = {"session": "s2", "status": 502, "error": {"code": "player_crashed", "message": "gone"}}
+    content_type, body = http_format.encode_document({"events": [doc, failed, doc]} if many else doc,
+                                                     http_format.MSGPACK)  # fmt: skip
     out = http_format.decode_document(content_type, body, lazy_metadata=True)
+    if many:  # a batch's answer (one pass over the body): a failed step's item as it was sent
+        assert out["events"].pop(1) == failed and set(out) == {"events"}
     for event_doc in out["events"] if many else [out]:
         document = event_doc["metadata"]
         assert isinstance(document, RawMetadata) and not document.decoded
@@ -130,15 +134,20 @@ def test_lazy_msgpack_documents_decode_metadata_on_first_read(frames, many, pack
             assert np.array_equal(event_doc["frames"][name], array, equal_nan=array.dtype.kind == "f")
     eager = http_format.decode_document(content_type, body)  # eager: dicts under "metadata", whatever was sent
     keys = {"metadata", "frames"} | ({http_format.STEP} if http_format.STEP in doc else set())
+    if many:
+        assert eager["events"].pop(1) == failed
     assert all(d["metadata"] == meta and set(d) == keys for d in (eager["events"] if many else [eager]))
     generic = http_format._unpack_lazy_generic(body)  # the path for documents of any other shape: the same result
+    if many:
+        assert generic["events"].pop(1) == failed
     for got, other in zip(out["events"] if many else [out], generic["events"] if many else [generic], strict=True):
         assert got["metadata"].decode() == other["metadata"].decode()
         assert set(got["frames"]) == set(other["frames"])
 
 
 
-@pytest.mark.parametrize("body", [b"", b"\x92\x01\x02", b"\x81\xa8metadata\x81", b"\x80\x00", b"\xc1"])
+@pytest.mark.parametrize("body", [b"", b"\x92\x01\x02", b"\x81\xa8metadata\x81", b"\x80\x00", b"\xc1",
+                                  b"\x81\xa6events\x92\x80", b"\x81\xa6events\x91\x81\xa6frames"])
 def test_bad_lazy_msgpack_bodies_raise_wire_error(body):
     with pytest.raises(http_format.WireError):
         http_format.decode_document(http_format.MSGPACK, body, lazy_metadata=True)

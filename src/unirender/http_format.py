@@ -436,6 +436,15 @@ class _RawFrame(msgspec.Struct):
     stored_shape: list[int] | None = None
 
 
+class _EventsDocument(msgspec.Struct, forbid_unknown_fields=True):
+    """A batch's answer (``POST /v1/steps``): its events' entries, found in ONE pass over the body (decoding the
+    top level, then the list, then each event as Raw would skip each event's metadata three times)."""
+
+    events: list[dict[str, msgspec.Raw]]
+
+
+_EVENTS_DOCUMENT = msgspec.msgpack.Decoder(_EventsDocument)
+_EVENTS_HEAD = b"\x81\xa6events"  # a one-entry map whose key is "events"
 _FRAME_DESCRIPTIONS = msgspec.msgpack.Decoder(dict[str, _RawFrame])
 _BYTES = msgspec.msgpack.Decoder(memoryview)
 _BIN = (0xC4, 0xC5, 0xC6)  # msgpack bin 8/16/32
@@ -465,11 +474,23 @@ def _metadata_from_json(doc):
 
 
 def _lazy_document(raw) -> dict:
+    if bytes(raw[: len(_EVENTS_HEAD)]) == _EVENTS_HEAD:
+        try:
+            events = _EVENTS_DOCUMENT.decode(raw).events
+        except msgspec.ValidationError:  # an item that is not a map: the general path below
+            pass
+        else:
+            return {"events": [_lazy_entries(event) for event in events]}
+    return _lazy_entries(_TOP_LEVEL.decode(raw))
+
+
+def _lazy_entries(entries: dict[str, msgspec.Raw]) -> dict:
+    """One document's entries (Raw values) -> the lazy document."""
     from unirender.protocol.metadata import JSON as JSON_TEXT
     from unirender.protocol.metadata import RawMetadata, one_agent_document
 
     doc = {}
-    for key, value in _TOP_LEVEL.decode(raw).items():
+    for key, value in entries.items():
         view = memoryview(value)
         if key == "metadata" and _is_map(view[0]):
             doc[key] = one_agent_document(view)
