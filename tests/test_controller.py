@@ -325,6 +325,27 @@ def test_crash_is_reported_at_once_with_exit_status_last_action_and_log(make, se
         c.step("Pass")
 
 
+@pytest.mark.parametrize("server", ["fifo", "wsgi", "wsgi-hub"])
+def test_begin_step_sends_now_and_receives_later(make, server):
+    """Two players sent their actions before either is waited for (the service's batched steps): each event is
+    its own action's; a crash between the halves comes out of the second half as a restart, as step() raises."""
+    a, b = make(server), make(server, misbehave="segv@3", once=True)
+    a.step("MoveAhead")  # action 2 of each (1 is ChangeQuality)
+    b.step("MoveAhead")
+    receive_a, receive_b = a.begin_step("RotateRight"), b.begin_step({"action": "RotateLeft"})
+    with pytest.raises(RestartError):
+        receive_b()  # b crashed on its action 3
+    event = receive_a()
+    assert event.metadata["lastAction"] == "RotateRight" and a.last_event is event
+    assert b.begin_step("Pass")().metadata["lastAction"] == "Pass"  # b's new player
+    with pytest.raises(ValueError, match="action name"):
+        a.begin_step(42)  # bad input: at once, nothing sent
+    assert a.step("Pass").metadata["lastAction"] == "Pass"
+    a.stop()
+    with pytest.raises(PlayerError, match="stopped"):
+        a.begin_step("Pass")()
+
+
 def test_crash_before_connecting_is_reported_without_waiting_for_the_start_timeout(make):
     started = time.monotonic()
     with pytest.raises(PlayerCrashedError, match="exited before connecting") as info:

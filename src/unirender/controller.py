@@ -12,12 +12,14 @@ import itertools
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from unirender._process import ManagedProcess, RestartBudget, RestartWindow, in_terminal_foreground
-from unirender.errors import ActionError, PlayerCrashedError, PlayerError, RestartError
+from unirender.errors import ActionError, PlayerCrashedError, PlayerError, RestartError, raising
 from unirender.protocol import ProtocolError, build_event
 from unirender.protocol.images import parse_depth_format
 from unirender.simulator import (
@@ -29,6 +31,9 @@ from unirender.simulator import (
     describe_placement,
 )
 from unirender.transport import PlayerHub, Transport, make_transport
+
+if TYPE_CHECKING:
+    from unirender.protocol.event import Event
 
 # Unity quality names -> -screen-quality index (protocol.md 6.2); "DONOTUSE" (0) is rejected like 5.0.0 does.
 QUALITY_SETTINGS = {
@@ -166,6 +171,21 @@ class Controller(RestartWindow):
     def step(self, action=None, **kwargs):
         """Send one action and return its Event: ``step("MoveAhead")``, ``step(action="MoveAhead", ...)`` or
         ``step({"action": "MoveAhead", ...})``. ``raise_for_failure=True`` raises ActionError on any failure."""
+        return self.begin_step(action, **kwargs)()
+
+    def begin_step(self, action=None, **kwargs) -> Callable[[], Event]:
+        """:meth:`step` in two halves: the action is sent now, and the function returned receives its event
+        (returning or raising what ``step`` would). Call it before anything else on this Controller. One thread
+        can so send several players their actions before it waits for any (the service's batched steps), so
+        that every player renders at once and no thread has to wake up for each."""
+        command, raise_for_failure = self._step_command(action, kwargs)
+        try:
+            self._guarded(lambda: self.transport.send(command))
+        except Exception as exc:  # noqa: BLE001 - raised by the second half, as step() would raise it
+            return raising(exc)
+        return lambda: self._guarded(lambda: self._received(command, raise_for_failure))
+
+    def _step_command(self, action, kwargs) -> tuple[dict, bool]:
         if isinstance(action, dict):
             command = dict(action)
             command.update(kwargs)
@@ -178,7 +198,7 @@ class Controller(RestartWindow):
         raise_for_failure = bool(command.pop("raise_for_failure", False))
         if self.headless:
             command["renderImage"] = False  # what 5.0.0 does for every action when headless
-        return self._guarded(lambda: self._exchange(command, raise_for_failure))
+        return command, raise_for_failure
 
     def reset(self, scene: str | dict | None = None, **initialize_params):
         """Load ``scene`` (default: the current one) and re-send Initialize with the merged parameters.
@@ -381,6 +401,10 @@ class Controller(RestartWindow):
     # -- the hot path -------------------------------------------------------------------------------------------
     def _exchange(self, command: dict, raise_for_failure: bool):
         self.transport.send(command)
+        return self._received(command, raise_for_failure)
+
+    def _received(self, command: dict, raise_for_failure: bool):
+        """The event of ``command``, which was sent: its answer received, checked for an action error."""
         event = self._set_event(self.transport.receive(self.server_timeout))
         peek = event.peek_metadata  # step keys only: the metadata document stays undecoded until someone reads it
         if not peek("lastActionSuccess", True):
@@ -444,3 +468,4 @@ class Controller(RestartWindow):
         if transport is not None:
             transport.stop()
         self.transport = None
+

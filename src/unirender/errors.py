@@ -72,3 +72,13 @@ class SpecError(UnirenderError, ValueError):
     def __init__(self, message: str, errors: list[tuple[str, str]] | None = None):
         self.errors = errors or []
         super().__init__(message)
+
+
+def raising(exc: BaseException):
+    """A function that raises ``exc``: the second half of a two-half step (``begin_step``) whose first half
+    failed, so that the failure comes out where the step's outcome is taken."""
+
+    def raise_it():
+        raise exc
+
+    return raise_it

@@ -154,3 +154,29 @@ def test_player_crash_without_restarts_is_lost_until_restart(backend):
         assert session.step("Pass") and session.restarts == 1
     finally:
         session.stop()
+
+
+def test_begin_step_holds_the_session_until_its_event_is_received(backend):
+    """Two halves (the service's batched steps): the action goes out at once, another step of the session waits
+    for the first half's event to be taken, and a crash in between is the second half's RestartError."""
+    session = backend.create_session({**PLAYER, "max_restarts": 1})
+    try:
+        yaw = _yaw(session.step("Pass"))
+        receive = session.begin_step("RotateRight")
+        other = threading.Thread(target=session.step, args=("RotateRight",))
+        other.start()
+        other.join(1.0)
+        assert other.is_alive()  # waiting for the session
+        event = receive()
+        other.join(30)
+        assert not other.is_alive() and _yaw(event) == (yaw + 90) % 360 and session.steps == 3
+        assert _yaw(session.last_event) == (yaw + 180) % 360
+        pid = session.info()["pid"]
+        os.kill(pid, signal.SIGKILL)
+        assert process_gone(pid)
+        receive = session.begin_step("Pass")  # to a dead player: whichever half notices, the second one says it
+        with pytest.raises(RestartError):
+            receive()
+        assert session.restarts == 1 and session.begin_step("Pass")().frame.shape == (64, 64, 3)
+    finally:
+        session.stop()

@@ -117,3 +117,33 @@ def test_the_last_event_without_a_step(service, alice):
     assert sessions[1].latest_event().frame.shape == (24, 32, 3)
     assert steps_of(sessions[1]) == before
     assert "/v1/steps" in requests.get(f"{service.url}/openapi.json", timeout=10).json()["paths"]
+
+
+def test_batches_naming_the_same_sessions_in_any_order_all_finish(make_service):
+    """A started step holds its session until its event is taken: batches over the same sessions, in opposite
+    orders from two clients at once, neither deadlock nor mix up their events."""
+    import threading
+
+    service = make_service({"limits": {"sessions_per_token": 3, "total_players": 3}})
+    with Client(service.url) as client:
+        sessions = [client.session(ENV) for _ in range(3)]
+        outcomes: list = []
+
+        def drive(order: list[int]) -> None:
+            for _ in range(8):
+                results = client.step_many([(sessions[i], "RotateRight") for i in order])
+                outcomes.append([(sessions[i].id, r) for i, r in zip(order, results, strict=True)])
+
+        threads = [threading.Thread(target=drive, args=(order,)) for order in ([0, 1, 2], [2, 1, 0], [1, 2, 0])]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not any(t.is_alive() for t in threads), "batches over the same sessions deadlocked"
+        assert len(outcomes) == 24
+        for batch in outcomes:
+            for _, event in batch:
+                assert not isinstance(event, Exception) and event.metadata["lastActionSuccess"]
+        assert [steps_of(s) for s in sessions] == [24, 24, 24]
+        for s in sessions:
+            s.stop()

@@ -11,6 +11,8 @@ import itertools
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -106,6 +108,13 @@ class Session:
     def step(self, action: dict | str | None = None, **kwargs: Any) -> Event:
         raise NotImplementedError
 
+    def begin_step(self, action: dict | str | None = None, **kwargs: Any) -> Callable[[], Event]:
+        """:meth:`step` in two halves: started now, and the function returned gives its event (or raises what
+        ``step`` would); call it before anything else on this session. Lets one thread start several sessions'
+        steps before it waits for any (the service's batched steps). Here the step runs on a thread of its own
+        (a backend whose player can be sent an action without waiting does better: ``LocalSession``)."""
+        return _step_pool().submit(self.step, action, **kwargs).result
+
     def reset(self, scene: str | None = None, **initialize_params: Any) -> Event:
         raise NotImplementedError
 
@@ -156,6 +165,20 @@ class Session:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.id} {self.state} steps={self.steps}>"
 
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _step_pool() -> ThreadPoolExecutor:
+    """Threads for :meth:`Session.begin_step`'s steps: long-lived (a player a Controller restarts inside a step is
+    a child of the stepping thread, PDEATHSIG), 64 at once (beyond: queued)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="unirender-step")
+        return _pool
 
 
 class SessionBackend:

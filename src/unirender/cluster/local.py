@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -70,18 +71,48 @@ class LocalSession(Session):
         with self._lock:
             return self._call("step", action)
 
+    def begin_step(self, action: dict | str | None = None, **kwargs: Any) -> Callable[[], Event]:
+        """The action is sent to the player now (an AI2-THOR Controller's ``begin_step``), the function returned
+        receives its event; the session is locked in between. A controller without ``begin_step`` (ML-Agents):
+        the whole step on a thread, as :meth:`Session.begin_step`."""
+        if not hasattr(self._controller, "begin_step"):
+            return super().begin_step(action, **kwargs)
+        action = normalize_action(action, kwargs)
+        self._lock.acquire()
+        try:
+            self._check_usable()
+            receive = self._controller.begin_step(action)
+        except BaseException:
+            self._lock.release()
+            raise
+
+        def finish() -> Event:
+            try:
+                return self._outcome(receive)
+            finally:
+                self._lock.release()
+
+        return finish
+
     def reset(self, scene: str | None = None, **initialize_params: Any) -> Event:
         with self._lock:
             return self._call("reset", scene, **initialize_params)
 
     def _call(self, method: str, *args: Any, **kwargs: Any) -> Event:
+        self._check_usable()
+        return self._outcome(lambda: getattr(self._controller, method)(*args, **kwargs))
+
+    def _check_usable(self) -> None:
         self._check_open()
         if self.state == LOST:
             raise SessionLostError(
                 f"session {self.id}: its player crashed and was not restarted; call restart()"
             )
+
+    def _outcome(self, call: Callable[[], Event]) -> Event:
+        """``call()``'s event, the session's state following it (a restart counted, a lost player marked)."""
         try:
-            event = getattr(self._controller, method)(*args, **kwargs)
+            event = call()
         except RestartError:
             self.restarts += 1  # the Controller restarted the player: episode lost, new player ready
             self.last_event = getattr(self._controller, "last_event", None)

@@ -59,8 +59,13 @@ class AI2THORSession:
         app.policy.check_action(action, state)
 
     def step(self, app: Any, owner: str, session_id: str, data: Any):
+        return self.begin_step(app, owner, session_id, data)()
+
+    def begin_step(self, app: Any, owner: str, session_id: str, data: Any):
+        """:meth:`step` in two halves (``SessionRegistry.begin_step``): checked and sent now, the function
+        returned gives the event."""
         self.check_step(app, owner, session_id, data)
-        return app.sessions.step(owner, session_id, data)
+        return app.sessions.begin_step(owner, session_id, data)
 
     def reset(self, app: Any, owner: str, session_id: str, data: Any):
         body = validate_body(ResetBody, data).model_dump()

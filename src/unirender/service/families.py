@@ -21,6 +21,7 @@ A third family adds one line to :data:`FAMILIES` and its adapter module (``servi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from pydantic import BaseModel
@@ -41,6 +42,10 @@ class SessionAdapter(Protocol):
 
     def step(self, app: Any, owner: str, session_id: str, data: Any) -> Any:
         """Check one step's body (400/422 before the player sees it) and step the session; the family's event."""
+
+    def begin_step(self, app: Any, owner: str, session_id: str, data: Any) -> Callable[[], Any]:
+        """:meth:`step` in two halves: checked (raising at once) and started now; the function returned gives the
+        event or raises the step's error (``SessionRegistry.begin_step``). The batched steps' path."""
 
     def reset(self, app: Any, owner: str, session_id: str, data: Any) -> Any:
         """Check a reset's body and reset the session; the family's event."""

@@ -184,6 +184,11 @@ class MLAgentsSession:
         self.specs = behavior_specs(description)
 
     def step(self, app: Any, owner: str, session_id: str, data: Any):
+        return self.begin_step(app, owner, session_id, data)()
+
+    def begin_step(self, app: Any, owner: str, session_id: str, data: Any):
+        """:meth:`step` in two halves (``SessionRegistry.begin_step``): checked and started now, the function
+        returned gives the event."""
         if not isinstance(data, dict):
             raise ApiError(400, "invalid_action", 'the body must be {"actions": {behavior: {"continuous": '
                            '[[...]], "discrete": [[...]]}}}')
@@ -193,7 +198,8 @@ class MLAgentsSession:
         counts = {name: len(steps) for name, steps in last.decision_steps.items()} if last is not None else {}
         actions = {name: a.model_dump(exclude_none=True) for name, a in body.actions.items()}
         check_actions(actions, self.spaces, counts, app.policy.limits.agents)
-        return self._seen(entry, app.sessions.step(owner, session_id, action_arrays(actions, self.spaces, counts)))
+        receive = app.sessions.begin_step(owner, session_id, action_arrays(actions, self.spaces, counts))
+        return lambda: self._seen(entry, receive())
 
     def reset(self, app: Any, owner: str, session_id: str, data: Any):
         body = validate_body(MLAgentsReset, data)

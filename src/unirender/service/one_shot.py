@@ -43,7 +43,7 @@ class NotSteppable:
         app.sessions.get(owner, session_id)  # 404/410 first, as for any session
         raise ApiError(409, "session_busy", f"session {session_id} {self.why}; it takes no steps or resets")
 
-    reset = step
+    reset = begin_step = step
 
     def document(self, entry, event, modalities, fmt, json_as_sent) -> dict:  # pragma: no cover - never reached
         raise AssertionError(self.why)

@@ -215,7 +215,7 @@ def openapi_document(config=None, *, auth_enabled: bool | None = None) -> dict:
                        "player)", _event_responses("Event"), params=[SID, MODALITIES, METADATA_AS_SENT]),
         },
         "/v1/steps": {
-            "post": _op("step several of your sessions in one request, concurrently: each item of 'events' is that "
+            "post": _op("step several of your sessions in one request, all players at once: each item of 'events' is that "
                         "session's event document (frames as in a single step) or its error ({session, status, "
                         "error}); refused whole, before any step, when malformed, too long, naming a session twice "
                         "or one that is not yours. Every limit and rate limit applies per session",

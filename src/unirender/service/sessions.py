@@ -17,12 +17,13 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from unirender.cluster import Session, SessionBackend, SessionClosedError, SessionLostError
 from unirender.cluster.base import new_session_id
-from unirender.errors import PlayerError, RestartError
+from unirender.errors import PlayerError, RestartError, raising
 from unirender.protocol import ProtocolError
 from unirender.service.errors import ApiError, from_unirender_error
 from unirender.service.frame_slot import FrameSlot
@@ -275,12 +276,29 @@ class SessionRegistry:
 
     # -- actions ---------------------------------------------------------------------------------------
     def step(self, owner: str, session_id: str, action: dict):
-        return self._call(owner, session_id, lambda s: s.step(action), rate_limited=True)
+        return self.begin_step(owner, session_id, action)()
+
+    def begin_step(self, owner: str, session_id: str, action: dict) -> Callable[[], Any]:
+        """:meth:`step` in two halves (``Session.begin_step``): checked and started now, the function returned
+        gives the event (or raises the step's ``ApiError``). Call it in any case: the session is busy until
+        then."""
+        entry = self._enter(owner, session_id, rate_limited=True)
+        started = time.perf_counter()
+        try:
+            receive = entry.session.begin_step(action)
+        except Exception as exc:  # noqa: BLE001 - the second half raises it, as the whole step would
+            receive = raising(exc)
+        return lambda: self._leave(entry, started, receive)
 
     def reset(self, owner: str, session_id: str, scene: str | None, init: dict):
         return self._call(owner, session_id, lambda s: s.reset(scene, **init), rate_limited=False)
 
     def _call(self, owner: str, session_id: str, fn, *, rate_limited: bool):
+        entry = self._enter(owner, session_id, rate_limited=rate_limited)
+        return self._leave(entry, time.perf_counter(), lambda: fn(entry.session))
+
+    def _enter(self, owner: str, session_id: str, *, rate_limited: bool) -> ServiceSession:
+        """The caller's session, within its rate limit, marked busy (the reaper leaves it alone)."""
         entry = self.get(owner, session_id)
         if rate_limited:
             wait = entry.bucket.take()
@@ -292,9 +310,13 @@ class SessionRegistry:
                 )
         with self._lock:
             entry.busy += 1
-        started = time.perf_counter()
+        return entry
+
+    def _leave(self, entry: ServiceSession, started: float, call: Callable[[], Any]):
+        """``call()``'s event (the session's step or reset), counted and shown to the console's viewers; a failure
+        as the API's error; the session no longer busy."""
         try:
-            event = fn(entry.session)
+            event = call()
         except (RestartError, PlayerError, ProtocolError, SessionLostError) as exc:
             self.metrics.steps.labels("player_failure").inc()
             raise self._after_crash(entry, exc) from exc

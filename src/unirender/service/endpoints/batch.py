@@ -4,7 +4,7 @@ a session's last event without stepping it.
 A batch is ``{"steps": [{"session": id, "action": <what that session's step takes>}, ...]}``. It is refused
 whole, before any step, when it is malformed, longer than ``limits.sessions_per_token`` (more sessions than one
 token may have), names a session twice, or names a session that is not the caller's live session (404 for
-another owner's, as for one missing; 410 for an ended one). Otherwise every step runs, concurrently, through its
+another owner's, as for one missing; 410 for an ended one). Otherwise every step runs, at once, through its
 session's family adapter exactly as ``POST /v1/sessions/{id}/step`` runs it (every body check, limit and the
 per-session rate limit), and the answer is ``{"events": [...]}`` in the batch's order: each item the session's
 event document (frames as views, as a single step's) plus ``"session"``, or ``{"session", "status", "error":
@@ -14,25 +14,12 @@ fails the others'.
 
 from __future__ import annotations
 
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from unirender.errors import raising
 from unirender.service import documents
 from unirender.service.errors import ApiError, from_unirender_error
 from unirender.service.one_shot import STARTING, NotSteppable
-
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-POOL_THREADS = 64  # steps of batches in flight at once (beyond: queued); long-lived (player restarts, PDEATHSIG)
-
-
-def _executor() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=POOL_THREADS, thread_name_prefix="unirender-batch")
-        return _pool
 
 
 def _parse(app, data: Any) -> list[tuple[str, Any]]:
@@ -72,22 +59,26 @@ def steps(app, request, owner):
             raise ApiError(exc.status, exc.code, f"steps.{i}: {exc.message}; no step of the batch was run",
                            path=f"steps.{i}.session") from None
     json_as_sent = app.json_as_sent(request)
-
-    def run(i: int) -> dict:
-        (session_id, action), entry = pairs[i], entries[i]
+    # Every session's step is started (its player sent its action) before any is waited for, all from this
+    # thread, so that the players render at once and no thread has to be woken per step; then each is received
+    # in turn, its document built as it comes. Started in session id order: a started step holds its session
+    # until received, and two batches naming the same sessions must not each hold one the other waits for.
+    receives: list = [None] * len(pairs)
+    for i in sorted(range(len(pairs)), key=lambda i: pairs[i][0]):
+        session_id, action = pairs[i]
         try:
-            event = (entry.adapter or STARTING).step(app, owner, session_id, action)
-            return {**entry.adapter.document(entry, event, modalities, fmt, json_as_sent), "session": session_id}
+            receives[i] = (entries[i].adapter or STARTING).begin_step(app, owner, session_id, action)
+        except Exception as exc:  # noqa: BLE001 - one step's failure is its item, never the batch's
+            receives[i] = raising(exc)
+    events = []
+    for (session_id, _), entry, receive in zip(pairs, entries, receives, strict=True):
+        try:
+            event = receive()
+            events.append({**entry.adapter.document(entry, event, modalities, fmt, json_as_sent), "session": session_id})
         except Exception as exc:  # noqa: BLE001 - one step's failure is its item, never the batch's
             err = from_unirender_error(exc)
-            return {"session": session_id, "status": err.status, "error": err.body()["error"]}
-
-    futures = [_executor().submit(run, i) for i in range(1, len(pairs))]
-    try:
-        first = run(0)
-    finally:
-        rest = [f.result() for f in futures]
-    return app.encoded_response({"events": [first, *rest]}, fmt, request.environ)
+            events.append({"session": session_id, "status": err.status, "error": err.body()["error"]})
+    return app.encoded_response({"events": events}, fmt, request.environ)
 
 
 def last_event(app, request, owner, session_id):
