@@ -281,7 +281,6 @@ class ServiceSession(Session):
         return event
 
 
-
 class ServiceBackend(SessionBackend):
     """Sessions of the service at ``url`` (``token``: its bearer token, default ``$UNIRENDER_TOKEN``).
 
