@@ -139,9 +139,12 @@ ur_build_images() {
     for target in service ray-node; do
         local tag=$UR_IMAGE
         [ "$target" = ray-node ] && tag=$UR_RAY_IMAGE
+        # The service is built as a bare `podman build .` builds it (the last stage): what users get by default.
+        local target_args=(--target "$target")
+        [ "$target" = service ] && target_args=()
         ur_log "building $tag (target $target)"
         podman build --format docker --layers --network host "${mounts[@]}" "${args[@]}" \
-            --build-arg "BASE=$UR_BASE" --target "$target" -t "$tag" -f "$UR_ROOT/Containerfile" "$UR_ROOT" \
+            --build-arg "BASE=$UR_BASE" "${target_args[@]}" -t "$tag" -f "$UR_ROOT/Containerfile" "$UR_ROOT" \
             >>"${UR_BUILD_LOG:-/dev/stderr}" 2>&1 || { ur_log "podman build failed${UR_BUILD_LOG:+ (log: $UR_BUILD_LOG)}"; return 1; }
     done
 }

@@ -25,7 +25,7 @@ from werkzeug.wrappers import Request, Response
 
 from unirender.errors import SpecError
 from unirender.service import documents, http_format
-from unirender.service.config import ANONYMOUS, ServiceConfig
+from unirender.service.config import OPEN_GRANT, ServiceConfig
 from unirender.service.data_root import DataRoot
 from unirender.service.endpoints import batch as batch_api
 from unirender.service.endpoints import jobs as jobs_api
@@ -38,6 +38,7 @@ from unirender.service.limits import PlayerSlots
 from unirender.service.metrics import ServiceMetrics
 from unirender.service.paths import owner_dir
 from unirender.service.policy import ActionPolicy, check_body
+from unirender.service.scopes import Grant, needed
 from unirender.service.sessions import IdleReaper, SessionRegistry
 from unirender.transport.serving import trust_connection
 
@@ -88,6 +89,16 @@ ENDPOINTS = {
 }  # fmt: skip
 
 
+def require_scope(grant: Grant, endpoint: str) -> None:
+    """403 ``insufficient_scope`` unless ``grant`` may call ``endpoint`` (``service.scopes.ENDPOINT_SCOPES``)."""
+    scope = needed(endpoint)
+    if not grant.allows(scope):
+        raise ApiError(403, "insufficient_scope", f"this token ({grant.name}) lacks the scope {scope!r} that "
+                       f"{endpoint} needs; it has: {', '.join(sorted(grant.scopes)) or 'none'}",
+                       headers={"WWW-Authenticate": f'Bearer realm="unirender", error="insufficient_scope", '
+                                                   f'scope="{scope}"'})
+
+
 class ServiceApp:
     """The WSGI callable. ``start()`` starts background work (idle reaper); ``shutdown()`` drains and stops."""
 
@@ -125,7 +136,7 @@ class ServiceApp:
                                store=self.data_root.store, data_root=config.data_root,
                                retention_days=config.job_retention_days)
         self.reaper = IdleReaper(self.sessions, config.reap_interval_s)
-        self._tokens = {token: name for name, token in config.tokens.items()}
+        self._grants = config.grants()
         self.policy = ActionPolicy(config)  # every limit on every action, whichever endpoint it came from
         self._draining = False
         self._in_flight = 0
@@ -197,7 +208,7 @@ class ServiceApp:
             endpoint, args = adapter.match()
             if self._draining and endpoint not in ("healthz", "metrics"):
                 raise ApiError(503, "shutting_down", "the service is shutting down", headers={"Retry-After": "5"})
-            owner = None if endpoint in PUBLIC else self._authenticate(request)
+            owner = None if endpoint in PUBLIC else self._authenticate(request, endpoint)
             response = ENDPOINTS[endpoint](self, request, owner, **args)
         except ApiError as exc:
             response = exc.response()
@@ -216,15 +227,20 @@ class ServiceApp:
         return response
 
     # -- helpers -----------------------------------------------------------------------------------------
-    def _authenticate(self, request: Request) -> str:
-        name = self.token_owner(request.headers.get("Authorization", ""))
+    def _authenticate(self, request: Request, endpoint: str) -> str:
+        grant = self.token_grant(request.headers.get("Authorization", ""))
+        require_scope(grant, endpoint)
         trust_connection(request.environ, self.config.client_idle_s)  # keep-alive now, not before
-        return name
+        return grant.name
 
     def token_owner(self, header: str) -> str:
         """The name of the client whose bearer token ``header`` carries (ANONYMOUS without auth); else 401."""
+        return self.token_grant(header).name
+
+    def token_grant(self, header: str) -> Grant:
+        """Who ``header``'s bearer token is and what it may do (every scope without auth); else 401."""
         if not self.config.auth_enabled:
-            return ANONYMOUS
+            return OPEN_GRANT
         scheme, _, token = header.partition(" ")
         if not header:
             raise ApiError(401, "missing_token", "send 'Authorization: Bearer <token>'",
@@ -233,22 +249,33 @@ class ServiceApp:
             raise ApiError(401, "invalid_token", "the Authorization header must be 'Bearer <token>'",
                            headers={"WWW-Authenticate": 'Bearer realm="unirender"'})
         token = token.strip()
-        for known, name in self._tokens.items():  # constant-time compare against each configured token
+        found = None
+        for known, grant in self._grants.items():  # constant-time compare against each configured token
             if hmac.compare_digest(known.encode(), token.encode()):
-                return name
+                found = grant
+        if found is not None:
+            return found
         # Player tokens (the hub's) are never in this table, so a player cannot use the client API.
         raise ApiError(401, "invalid_token", "unknown token",
                        headers={"WWW-Authenticate": 'Bearer realm="unirender", error="invalid_token"'})
 
-    def authorize_body(self, path: str, length: int, headers: dict) -> tuple | None:
-        """For the server's channel: a request body is received only if its head carries a valid token
-        (``headers`` as waitress parses them). Returns ``(status, code, message, headers)`` to refuse it.
+    def authorize_body(self, path: str, length: int, headers: dict, method: str | None = None) -> tuple | None:
+        """For the server's channel: a request body is received only if its head carries a valid token with the
+        scope its endpoint needs (``headers`` as waitress parses them; ``method`` picks the endpoint). Returns
+        ``(status, code, message, headers)`` to refuse it.
         The console's forms (login, actions) carry no bearer header: the console checks its cookie and CSRF token
         itself, so under ``/ui/`` only a body small enough for a form is let through unauthenticated."""
         if path.startswith("/ui/") and length <= CONSOLE_FORM_BYTES:
             return None
         try:
-            self.token_owner(headers.get("AUTHORIZATION", ""))
+            grant = self.token_grant(headers.get("AUTHORIZATION", ""))
+            if method is not None:
+                try:
+                    endpoint, _ = URLS.bind("localhost").match(path, method=method)
+                except HTTPException:
+                    endpoint = None  # 404/405: answered by the app, after the body, as JSON
+                if endpoint is not None and endpoint not in PUBLIC:
+                    require_scope(grant, endpoint)
         except ApiError as exc:
             return exc.status, exc.code, exc.message, tuple(exc.headers.items())
         return None

@@ -1,7 +1,8 @@
 """Service configuration: one pydantic model, loaded from a YAML/JSON/TOML file and the environment.
 
 Client tokens come from the file (``tokens:``) or from ``UNIRENDER_TOKENS`` (comma separated, optionally
-``name=token``). With no token configured the service is open, so it refuses a non-loopback ``host`` unless
+``name=token``). A token in the file may carry scopes (``alice: {token: s3cret, scopes: [sessions, builds:write]}``);
+a bare one has :data:`unirender.service.scopes.DEFAULT_SCOPES` (``service.scopes`` says what each scope allows). With no token configured the service is open, so it refuses a non-loopback ``host`` unless
 ``allow_open`` says the network itself is private (a container's port published on the host's loopback only).
 """
 
@@ -15,13 +16,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from unirender.errors import SpecError
+from unirender.service.scopes import DEFAULT_SCOPES, SCOPES, Grant, check_scopes
 
 TOKENS_ENV = "UNIRENDER_TOKENS"
 CONFIG_ENV = "UNIRENDER_CONFIG"
 ANONYMOUS = "anonymous"
+OPEN_GRANT = Grant(ANONYMOUS, frozenset(SCOPES))  # an open service (no tokens) refuses nobody anything
 
 
 class Limits(BaseModel):
@@ -51,6 +54,9 @@ class ServiceConfig(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(8200, ge=0, le=65535)
     tokens: dict[str, str] = Field(default_factory=dict, description="name -> bearer token")
+    token_scopes: dict[str, list[str]] = Field(
+        default_factory=dict, description=f"name -> scopes ({', '.join(SCOPES)}); a token not named here has "
+        f"{', '.join(sorted(DEFAULT_SCOPES))}. Also written in tokens: as name: {{token: ..., scopes: [...]}}")
     data_root: Path = Field(default_factory=lambda: default_data_root(),
                             description="job outputs and session logs go here only")
     backend: Literal["local", "ray"] = Field("local", description="session backend: local | ray")
@@ -88,6 +94,45 @@ class ServiceConfig(BaseModel):
         if isinstance(value, list | tuple):  # a bare list of tokens: name them by position
             return {f"token{i}": str(t) for i, t in enumerate(value)}
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _scoped_tokens(cls, data):
+        """``tokens: {alice: {token: s3cret, scopes: [...]}}`` -> ``tokens`` + ``token_scopes``."""
+        if not isinstance(data, dict) or not isinstance(data.get("tokens"), dict):
+            return data
+        tokens, scopes = {}, dict(data.get("token_scopes") or {})
+        for name, value in data["tokens"].items():
+            if isinstance(value, dict):
+                extra = set(value) - {"token", "scopes"}
+                if extra or "token" not in value:
+                    raise ValueError(f"tokens.{name}: a scoped token is {{token: ..., scopes: [...]}}, "
+                                     f"got keys {sorted(value)}")
+                tokens[name] = value["token"]
+                if "scopes" in value:
+                    scopes[name] = value["scopes"]
+            else:
+                tokens[name] = value
+        return {**data, "tokens": tokens, "token_scopes": scopes}
+
+    @field_validator("token_scopes", mode="before")
+    @classmethod
+    def _known_scopes(cls, value):
+        if not isinstance(value, dict):
+            return value
+        return {name: sorted(check_scopes(scopes)) for name, scopes in value.items()}
+
+    @model_validator(mode="after")
+    def _scopes_name_tokens(self):
+        unknown = sorted(set(self.token_scopes) - set(self.tokens))
+        if unknown:
+            raise ValueError(f"token_scopes names no configured token: {', '.join(unknown)}")
+        return self
+
+    def grants(self) -> dict[str, Grant]:
+        """bearer token -> :class:`Grant` (its name and scopes)."""
+        return {token: Grant(name, frozenset(self.token_scopes.get(name, DEFAULT_SCOPES)))
+                for name, token in self.tokens.items()}  # fmt: skip
 
     @property
     def auth_enabled(self) -> bool:

@@ -204,7 +204,7 @@ def quick_ack_channel_class(policy: ConnectionPolicy | None = None, client_body_
     Hardening: each connection carries its own idle limit (``policy``; raised by :func:`trust_connection`) and
     is refused beyond ``policy.per_address`` per remote address; a body over ``client_body_bytes`` to any path
     but the players' is refused (413) from its head, before a byte of it is read, and so is a body whose head
-    ``authorize_body(path, length, headers)`` finds fault with (it returns ``(status, code, message)`` or None: a client's
+    ``authorize_body(path, length, headers, method=)`` finds fault with (it returns ``(status, code, message)`` or None: a client's
     body is not even received before its token is verified); waitress's own errors are the service's JSON
     errors.
     """
@@ -235,7 +235,7 @@ def quick_ack_channel_class(policy: ConnectionPolicy | None = None, client_body_
                 self.completed = True
                 return
             if authorize_body is not None and length > 0 and self.path not in PLAYER_PATHS:
-                refusal = authorize_body(self.path, length, self.headers)
+                refusal = authorize_body(self.path, length, self.headers, method=self.command)
                 if refusal is not None:
                     self.error = _Refused(*refusal)
                     self.completed = True

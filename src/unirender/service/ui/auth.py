@@ -19,8 +19,9 @@ import secrets
 
 from werkzeug.wrappers import Request
 
-from unirender.service.config import ANONYMOUS, ServiceConfig
+from unirender.service.config import ANONYMOUS, OPEN_GRANT, ServiceConfig
 from unirender.service.errors import ApiError
+from unirender.service.scopes import Grant
 
 COOKIE = "unirender_console"
 CSRF_FIELD = "csrf"
@@ -72,19 +73,28 @@ class ConsoleAuth:
         return request.cookies.get(COOKIE) or None
 
     def owner_of_token(self, token: str | None) -> str | None:
+        grant = self.grant_of_token(token)
+        return grant.name if grant is not None else None
+
+    def grant_of_token(self, token: str | None) -> Grant | None:
+        """Who the console's login token is and what it may do; None when it is no configured token."""
         if not self.config.auth_enabled:
-            return ANONYMOUS
+            return OPEN_GRANT
         if not token:
             return None
         found = None
-        for name, known in self.config.tokens.items():  # constant time against each configured token
+        for known, grant in self.config.grants().items():  # constant time against each configured token
             if hmac.compare_digest(known.encode(), token.encode()):
-                found = name
+                found = grant
         return found
 
     def owner(self, request: Request) -> str | None:
         """The logged-in token's owner name; None when nobody is (a login is needed)."""
         return self.owner_of_token(self.token_of(request))
+
+    def grant(self, request: Request) -> Grant | None:
+        """The logged-in token's grant (name and scopes); None when nobody is logged in."""
+        return self.grant_of_token(self.token_of(request))
 
     # -- CSRF ---------------------------------------------------------------------------------------------
     def csrf_token(self, request: Request) -> str:

@@ -23,6 +23,7 @@ from werkzeug.wrappers import Request, Response
 
 from unirender.service.errors import ApiError, from_http_exception, from_unirender_error
 from unirender.service.jobs import FINAL, SUCCEEDED, Job
+from unirender.service.scopes import CONSOLE_SCOPES, needed
 from unirender.service.ui.auth import COOKIE, SECURITY_HEADERS, ConsoleAuth
 from unirender.service.ui.families import DEFAULT_KEYS, UnknownView, console_family
 from unirender.service.ui.images import encode_image
@@ -110,11 +111,16 @@ class Console:
                 raise ApiError(503, "shutting_down", "the service is shutting down", headers={"Retry-After": "5"})
             owner = None
             if endpoint not in PUBLIC:
-                owner = self.auth.owner(request)
-                if owner is None:
+                grant = self.auth.grant(request)
+                if grant is None:
                     if endpoint in JSON_ENDPOINTS:
                         raise ApiError(401, "missing_token", "log in at /ui/login first")
                     return redirect(f"{PREFIX}/login?next={quote(request.full_path.rstrip('?'), safe='/?=&')}")
+                scope = needed(endpoint, CONSOLE_SCOPES)
+                if not grant.allows(scope):
+                    raise ApiError(403, "insufficient_scope", f"this token ({grant.name}) lacks the scope "
+                                   f"{scope!r} that this page needs")
+                owner = grant.name
             if request.method == "POST" and endpoint != "login":
                 self.auth.check_csrf(request, self.auth.csrf_token(request))
             response = getattr(self, "ep_" + endpoint)(request, owner, **args)
