@@ -17,6 +17,7 @@ Errors come back as the library's own exceptions (``ActionError``, ``PlayerCrash
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -529,23 +530,70 @@ REMOTE_SESSIONS: dict[str, type[RemoteSession] | type[RemoteMLAgentsSession]] = 
 }
 
 
+log = logging.getLogger(__name__)
+
+
+def is_outage(exc: BaseException) -> bool:
+    """Whether ``exc`` says the service is away (not reachable, or restarting): worth waiting for, not a refusal."""
+    if isinstance(exc, requests.ConnectionError | requests.Timeout):
+        return True
+    return getattr(exc, "status", None) in (502, 503, 504) and getattr(exc, "code", None) in (
+        "shutting_down", "http_error", "capacity_exhausted")  # fmt: skip
+
+
+class ServiceUnreachableError(ServiceError):
+    """The service stayed away (unreachable or restarting) past the caller's ``reconnect_timeout``."""
+
+
 class RemoteJob:
+    """A job on the service. Jobs are durable there (a restarted service takes them up again), so following one
+    rides through a service restart: :meth:`wait` reconnects and keeps following the same job."""
+
     def __init__(self, client: Client, info: dict):
         self.client = client
         self.id: str = info["id"]
         self.last_status = info
+        self.reconnects = 0  # outages this object rode through while following its job
 
     def status(self) -> dict:
         self.last_status = self.client._json("GET", f"/v1/jobs/{self.id}")
         return self.last_status
 
     def wait(self, timeout: float | None = None, *, poll: float = 0.5,
-             progress: Callable[[dict], None] | None = None) -> dict:
-        """Poll until the job ends; ``progress(dict)`` is called whenever its progress changes."""
+             progress: Callable[[dict], None] | None = None, reconnect_timeout: float = 300.0) -> dict:
+        """Poll until the job ends; ``progress(dict)`` is called whenever its progress changes.
+
+        A service that goes away meanwhile (refused or reset connections, 503 while it restarts) is waited for,
+        with backoff, up to ``reconnect_timeout`` seconds per outage, then :class:`ServiceUnreachableError`
+        names the URL and how long it tried; each outage is logged once (warning) and once when it ends."""
         deadline = None if timeout is None else time.monotonic() + timeout
         seen = None
+        outage_since: float | None = None
+        backoff = poll
         while True:
-            status = self.status()
+            try:
+                status = self.status()
+            except Exception as exc:
+                if not is_outage(exc):
+                    raise
+                now = time.monotonic()
+                if outage_since is None:
+                    outage_since = now
+                    log.warning("job %s: the service at %s is away (%s); reconnecting for up to %.0f s",
+                                self.id, self.client.url, exc, reconnect_timeout)
+                elif now - outage_since > reconnect_timeout:
+                    raise ServiceUnreachableError(
+                        f"the service at {self.client.url} stayed unreachable for {now - outage_since:.0f} s "
+                        f"(reconnect_timeout={reconnect_timeout:g}) while following job {self.id}: {exc}",
+                        status=503, code="service_unreachable") from exc
+                time.sleep(backoff)
+                backoff = min(2 * backoff, 5.0)
+                continue
+            if outage_since is not None:
+                self.reconnects += 1
+                log.warning("job %s: the service at %s is back after %.1f s; following the same job (%s)",
+                            self.id, self.client.url, time.monotonic() - outage_since, status.get("state"))
+                outage_since, backoff = None, poll
             if progress is not None and status.get("progress") != seen:
                 seen = status.get("progress")
                 progress(seen)
