@@ -13,6 +13,7 @@ import threading
 
 import numpy as np
 import pytest
+import requests
 from durable_helpers import Service, assert_no_players_left
 
 from unirender.cluster import SessionLostError, create_backend
@@ -119,6 +120,8 @@ def test_a_vector_env_rides_through_a_service_redeploy(host, outages, kwargs):
         env.close()
     faults = backend.faults()
     assert faults.get("reconnects") == 1 and faults.get("recreated") == 2, faults
+    metrics = requests.get(host.url + "/metrics", timeout=10).text  # the service's side of the same outage
+    assert "unirender_sessions_lost_in_restart_total 2.0" in metrics
     backend.close()
 
 
