@@ -39,8 +39,10 @@ class UnityPettingzooBaseEnv:
         self._observation_spaces: dict[str, spaces.Space] = {}
         if not self._env.behavior_specs:
             self._env.step()  # the first step resets: the game describes its behaviors
+            self._read_decisions(reset=True)
+        # Behaviors already known: no steps read yet (an env wrapped before its first reset has none to read);
+        # the agents come with reset(), as in mlagents-envs.
         self._update_spaces()
-        self._read_decisions(reset=True)
 
     # -- spaces -------------------------------------------------------------------------------------------
     def observation_space(self, agent: str) -> spaces.Space:
