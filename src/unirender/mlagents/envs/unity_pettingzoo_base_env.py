@@ -184,6 +184,13 @@ class UnityPettingzooBaseEnv:
                 self._finished.add(agent)
         self._live_agents = [a for a in self._live_agents if a not in self._finished]
         self._read_decisions()
+        for name in self._env.behavior_specs:  # agents that appeared in this step are reported with the others
+            decision, _ = self._env.get_steps(name)
+            for row, agent_id in enumerate(decision.agent_id):
+                agent = _behavior_to_agent_id(name, int(agent_id))
+                if agent in self._index and agent not in rewards:
+                    acting.append(agent)
+                    rewards[agent], terminations[agent], truncations[agent] = float(decision.reward[row]), False, False
         observations = {agent: self._observations[agent] for agent in acting}
         infos = {agent: self._infos.get(agent, {}) for agent in acting}
         for agent in self._finished & set(acting):  # gone from `agents`: forget their last observation
