@@ -5,7 +5,9 @@ An agent's observation is its sensors' arrays (one array, or a tuple for several
 it is ``{"observation": ..., "action_mask": ...}``, the mask in the form the agent's action space's
 ``sample(mask=...)`` takes (1 = allowed). An agent whose episode ends is terminated (or truncated, when the game
 interrupted it at ``max_step``) and stays out of ``agents`` until ``reset()``: PettingZoo agents are not revived,
-so the new episode the game may start for it at once gets zero actions until then.
+so the new episode the game may start for it at once gets zero actions until then. An agent that appears during
+an episode (a spawned agent, a behavior enabled later) joins ``agents`` and ``possible_agents`` with the step it
+appears in, which reports it with the others.
 """
 
 from __future__ import annotations
