@@ -214,10 +214,14 @@ class ServiceSession(Session):
         self.remote: Any = None  # the client's RemoteSession / RemoteMLAgentsSession
         self._remote_calls = 0  # steps + resets the current remote session completed (its ``steps`` on the service)
 
-    def _open(self) -> None:
+    def _open(self, *, raw_errors: bool = False) -> None:
+        """A new session on the service from this session's body (``raw_errors``: the client's exceptions as they
+        are, for the outage logic to read; else as the local backends raise them)."""
         try:
             remote = self._backend.client.session(**self._body)
         except Exception as exc:
+            if raw_errors:
+                raise
             raise self._backend._local(exc) from exc
         self.remote = remote
         self._remote_calls = 0
@@ -245,10 +249,7 @@ class ServiceSession(Session):
                 raise ValueError("an ML-Agents game has no scenes: reset(None, **environment_parameters)")
             else:
                 call = lambda: self.remote.reset(**initialize_params)  # noqa: E731
-            try:
-                return self._done(self._call(call))
-            except ServiceOutageError:  # recreated during the reset: a reset's new episode is what was asked
-                return self._done(self._call(call))
+            return self._done(self._call(call, reset=True))
 
     def restart(self) -> Any:
         with self._lock:
@@ -296,64 +297,78 @@ class ServiceSession(Session):
         if self.state == LOST or self.remote is None:
             raise SessionLostError(f"session {self.id}: its player failed and the service ended it; call restart()")
 
-    def _call(self, fn: Callable[[], Any]) -> Any:
+    def _call(self, fn: Callable[[], Any], *, reset: bool = False) -> Any:
         try:
             return fn()
         except Exception as exc:
-            return self._recover(exc, fn)
+            return self._recover(exc, fn, reset=reset)
 
-    def _recover(self, exc: BaseException, redo: Callable[[], Any]) -> Any:
-        """After ``exc`` from a call on the remote session: ride an outage through (``redo``: the call again),
-        or raise ``exc`` as the local backends raise it."""
+    def _recover(self, exc: BaseException, redo: Callable[[], Any], *, reset: bool = False) -> Any:
+        """After ``exc`` from a call on the remote session: ride an outage through (``redo``: the call again;
+        ``reset``: it is a reset, which a recreated session simply does), or raise ``exc`` as locally."""
         if self._backend.reconnect_timeout and _outage_kind(exc) is not None:
-            return self._ride_outage(exc, redo)
+            return self._ride_outage(exc, redo, reset=reset)
         raise self._failed(exc) from exc
 
-    def _ride_outage(self, exc: BaseException, redo: Callable[[], Any]) -> Any:
+    def _ride_outage(self, exc: BaseException, redo: Callable[[], Any], *, reset: bool = False) -> Any:
         """``redo()``'s outcome once the service is back, for a call that failed with ``exc`` (an outage, or an
         answer saying the session may be gone): waits for the service (``ServiceBackend.await_session``), then
         - it still has the session and never got the call: the call again; it got it: its event;
-        - it lost the session (restarted) or no longer knows it: a new session there, and
-          :class:`ServiceOutageError` (the episode is lost; ``last_event`` is the new session's first view);
+        - it lost the session (restarted) or no longer knows it: a new session there (the service going away
+          again meanwhile is waited for too), and :class:`ServiceOutageError` (the episode is lost;
+          ``last_event`` is the new session's first view); a reset is simply done on the new session;
         - the session ended for another reason (deleted, reaped, its player failed): the error, as without outages.
-        Past ``reconnect_timeout``: ``SessionLostError`` naming the URL and how long it tried."""
+        Past ``reconnect_timeout`` (from the first failure): ``SessionLostError`` naming the URL and how long."""
         backend = self._backend
-        try:
-            doc = backend.await_session(self.remote.id, exc)
-        except SessionLostError:
-            self.state = LOST
-            raise
-        state = (doc or {}).get("state")
-        if doc is not None and state not in ("lost", STOPPED):
-            if state == LOST or doc.get("steps") is None:  # the service's own player failed: not an outage
+        deadline = time.monotonic() + backend.reconnect_timeout
+        cause: BaseException = exc
+        while True:
+            try:
+                doc = backend.await_session(self.remote.id if self.remote is not None else None, cause, deadline)
+            except SessionLostError:
+                self.state = LOST
+                raise
+            state = (doc or {}).get("state")
+            if doc is not None and state not in ("lost", STOPPED):
+                return self._resume_live(doc, exc, redo)
+            if doc is not None and state == STOPPED:  # ended for a reason of its own: not an outage
                 raise self._failed(exc) from exc
-            done = int(doc["steps"])
-            if done == self._remote_calls:  # the call never reached the session: send it again
-                return self._call(redo)
-            if done == self._remote_calls + 1:  # it did: its event is the session's latest
-                return self.remote.latest_event()
-            backend.count_fault("truncated:step_unknown")
-            self.last_event = self.remote.latest_event()
-            self._remote_calls = done
-            self.restarts += 1
-            raise ServiceOutageError(f"session {self.id}: the service at {backend.client.url} went away during a "
-                                     f"step ({exc}); whether the step ran cannot be told: the episode is lost",
-                                     cause="step_unknown") from exc  # fmt: skip
-        if doc is None or state == "lost":
             old, self.remote = self.remote, None
             stop_quietly(old)  # a lost record: deleted; nothing if the service does not know it
             try:
-                self._open()
-            except BaseException:
+                self._open(raw_errors=True)
+            except Exception as again:
+                if _outage_kind(again) == "away":  # the service went away again while the session was made
+                    cause = again
+                    continue
                 self.state = LOST
-                raise
+                raise backend._local(again) from again
             self.restarts += 1
             backend.count_fault("recreated")
+            if reset:  # a reset asks for a new episode: the new session's, no episode lost
+                return self._call(redo, reset=True)
             backend.count_fault("truncated:service_restart")
             raise ServiceOutageError(f"session {self.id}: the service at {backend.client.url} lost it in a restart "
                                      f"({exc}); recreated there: the episode is lost",
                                      cause="service_restart") from exc  # fmt: skip
-        raise self._failed(exc) from exc
+
+    def _resume_live(self, doc: dict, exc: BaseException, redo: Callable[[], Any]) -> Any:
+        """The session survived the outage: did the failed call reach it? (the service's step count says)"""
+        backend = self._backend
+        if doc.get("state") == LOST or doc.get("steps") is None:  # the service's own player failed
+            raise self._failed(exc) from exc
+        done = int(doc["steps"])
+        if done == self._remote_calls:  # the call never reached the session: send it again
+            return self._call(redo)
+        if done == self._remote_calls + 1:  # it did: its event is the session's latest
+            return self.remote.latest_event()
+        backend.count_fault("truncated:step_unknown")
+        self.last_event = self.remote.latest_event()
+        self._remote_calls = done
+        self.restarts += 1
+        raise ServiceOutageError(f"session {self.id}: the service at {backend.client.url} went away during a "
+                                 f"step ({exc}); whether the step ran cannot be told: the episode is lost",
+                                 cause="step_unknown") from exc  # fmt: skip
 
     def _failed(self, exc: BaseException) -> BaseException:
         """``exc`` as the local backends raise it, the session's state following (as ``LocalSession._call``)."""
@@ -411,38 +426,42 @@ class ServiceBackend(SessionBackend):
         self._outage_since: float | None = None  # when the current outage began (one log line per outage)
 
     # -- riding through outages (docs/cluster.md, "When the render host goes away") ---------------------------
-    def await_session(self, remote_id: str, cause: BaseException) -> dict | None:
-        """The service's record of session ``remote_id`` (``GET /v1/sessions/{id}``) once the service answers;
-        None when it does not know the session. Polls with backoff (0.1 s doubling to 2 s) while the service is
-        away; past ``reconnect_timeout`` seconds: ``SessionLostError`` naming the URL and how long it tried."""
+    def await_session(self, remote_id: str | None, cause: BaseException, deadline: float) -> dict | None:
+        """The service's record of session ``remote_id`` (``GET /v1/sessions/{id}``; no id: ``/readyz``) once the
+        service answers; None when it does not know the session. Polls with backoff (0.1 s doubling to 2 s) while
+        the service is away; past ``deadline`` (monotonic): ``SessionLostError`` naming the URL and how long."""
         from unirender.client import is_outage
 
-        started = time.monotonic()
+        started = deadline - self.reconnect_timeout
         delay, last = 0.1, cause
         away = _outage_kind(cause) == "away"
         if away:
             self._outage_began(cause)
         while True:
             try:
-                doc = self.client._json("GET", f"/v1/sessions/{remote_id}")
+                if remote_id is None:
+                    self.client._json("GET", "/readyz")
+                    doc = None
+                else:
+                    doc = self.client._json("GET", f"/v1/sessions/{remote_id}")
             except Exception as exc:
                 code = getattr(exc, "code", None)
                 if code == "session_not_found":
                     doc = None
                 elif code == "session_ended":  # ended for a reason of its own (deleted, reaped, player failed)
                     doc = {"state": STOPPED}
-                elif is_outage(exc):
+                elif is_outage(exc) or code == "not_ready":
                     if not away:
                         away = True
                         self._outage_began(exc)
                     last = exc
-                    waited = time.monotonic() - started
-                    if waited > self.reconnect_timeout:
+                    now = time.monotonic()
+                    if now > deadline:
                         self.count_fault("gave_up")
                         raise SessionLostError(
-                            f"the service at {self.client.url} stayed unreachable for {waited:.0f} s "
+                            f"the service at {self.client.url} stayed unreachable for {now - started:.0f} s "
                             f"(reconnect_timeout={self.reconnect_timeout:g}): {last}") from last
-                    time.sleep(delay)
+                    time.sleep(min(delay, max(0.0, deadline - now) + 0.01))
                     delay = min(2 * delay, 2.0)
                     continue
                 else:
