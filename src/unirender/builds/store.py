@@ -147,16 +147,14 @@ class Upload:
             with open(self.path, "rb") as f:
                 hashlib.file_digest(f, lambda: self._hash)
         self._file = open(self.path, "ab")  # noqa: SIM115 (closed by close/publish/abort)
+        self.size = self._file.tell()
 
     def restart(self) -> None:
         """Drop the bytes so far (a server that does not resume)."""
         self._file.close()
         self._hash = hashlib.sha256()
         self._file = open(self.path, "wb")  # noqa: SIM115
-
-    @property
-    def size(self) -> int:
-        return self._file.tell()
+        self.size = 0
 
     @property
     def sha256(self) -> str:
@@ -165,6 +163,7 @@ class Upload:
     def write(self, data: bytes) -> None:
         self._file.write(data)
         self._hash.update(data)
+        self.size += len(data)
 
     def close(self) -> None:
         self._file.close()
@@ -738,10 +737,17 @@ def _download(url: str, upload: Upload, timeout: float, max_bytes: int) -> None:
         status = getattr(response, "status", 200)
         if have and (url.startswith("file:") or status != 206):
             upload.restart()  # the server sends it whole: start over
+        length = response.headers.get("Content-Length")
+        expected = upload.size + int(length) if length and length.isdigit() else None
         while chunk := response.read(_CHUNK):
             if upload.size + len(chunk) > max_bytes:
                 raise UnsafeArchiveError(
                     f"{url}: larger than {max_bytes} bytes (raise the limit with --max-size)"
                 )
             upload.write(chunk)
-        upload.close()
+    upload.close()
+    if expected is not None and upload.size != expected:
+        raise BuildError(
+            f"{url}: the download was cut at {upload.size:,} of {expected:,} bytes; nothing was published "
+            "(pull again to resume where it stopped)"
+        )
