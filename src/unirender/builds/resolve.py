@@ -116,3 +116,45 @@ def controller_build(executable=BUILTIN, *, build=None, commit_id=None, local_ex
             )
         return resolve_build(build, platform=platform_name, store=store)
     return resolve_build(executable, platform=platform_name, store=store)
+
+
+def named_build_digest(name: str, platform: str | None = None, store: BuildStore | None = None) -> str | None:
+    """The digest of the bytes a spec's build name stands for (a reference's from the store; a path's computed,
+    cached by path, size and mtime); None for the builtin player."""
+    return resolve_build(name, platform=platform, store=store).digest
+
+
+def platform_warning(platform: str | None, target: str) -> str | None:
+    """Why a declared platform cannot run a build of ``target`` (None when it can, or nobody knows)."""
+    if target == "WebGL":
+        return ("a WebGL build runs in a browser: neither the AI2-THOR nor the ML-Agents family can launch it as a "
+                "player process")  # fmt: skip
+    if target in ("StandaloneOSX", "Windows"):
+        return f"a {target} build does not run on Linux render hosts; build for Linux64 or CloudRendering"
+    if platform == "CloudRendering" and target == "Linux64":
+        return ("platform CloudRendering needs a CloudRendering (or LinuxHeadlessSimulation) build; this is a "
+                "Linux64 build, which renders through an X display: use platform Linux64 or auto")  # fmt: skip
+    return None
+
+
+def describe_named_build(name: str, platform: str | None = None) -> tuple[list[str], list[str]]:
+    """``spec check``'s lines about a spec's build (build, digest, family, Unity version, target) and its
+    warnings."""
+    from unirender.builds.detect import detect
+
+    if name == BUILTIN:
+        return ["build          builtin (the reference player)"], []
+    resolved = resolve_build(name, platform=platform)
+    if resolved.stored is not None:
+        info, digest = resolved.stored.info, resolved.stored.digest
+    else:
+        info, digest = detect(build_folder(name)), resolved.digest
+    lines = [
+        f"build          {name}",
+        f"digest         {digest}",
+        f"family         {info.family}",
+        f"unity version  {info.unity_version or 'unknown'}",
+        f"target         {info.target}",
+    ]
+    warning = platform_warning(platform, info.target)
+    return lines, [warning] if warning else []

@@ -282,18 +282,25 @@ class BuildStore:
             files.rmdir()
             hold.rename(files)
 
-    def _walk(self, root: Path) -> Iterator[tuple[str, Path, os.stat_result]]:
-        """Every entry under ``root`` (sorted), with the store's safety rules applied to a folder as to an archive."""
+    def _walk(self, root: Path, strict: bool = True) -> Iterator[tuple[str, Path, os.stat_result]]:
+        """Every entry under ``root`` (sorted), with the store's safety rules applied to a folder as to an archive.
+        ``strict=False`` (a digest of a folder outside the store, which stays where it is): links are recorded
+        wherever they point, and special files (a FIFO, a socket) are left out."""
         for directory, dirs, files in os.walk(root):
             dirs.sort()
             for name in sorted(dirs) + sorted(files):
                 path = Path(directory) / name
                 rel = path.relative_to(root).as_posix()
-                member = archive.safe_name(rel)
                 st = path.lstat()
+                special = not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode))
+                if not strict:
+                    if not special:
+                        yield rel, path, st
+                    continue
+                member = archive.safe_name(rel)
                 if stat.S_ISLNK(st.st_mode):
                     archive.check_link(member, os.readlink(path), "symlink")
-                elif not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+                elif special:
                     raise UnsafeArchiveError(f"{rel}: a device file, FIFO or socket; a build holds none")
                 archive.check_mode(member, st.st_mode)
                 yield rel, path, st
@@ -418,7 +425,7 @@ class BuildStore:
         (path, size, mtime): a second call on an unchanged folder only stats it."""
         folder = Path(folder).resolve()
         entries = []
-        for rel, path, st in self._walk(folder):
+        for rel, path, st in self._walk(folder, strict=False):
             sha = self.cache.sha256(str(path)) if stat.S_ISREG(st.st_mode) else ""
             entries.append(self._entry(rel, path, st, sha))
         return manifest.digest_of(entries)
