@@ -6,6 +6,7 @@ Kept in SQLite beside the store; where the store is read-only it is kept in memo
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sqlite3
@@ -31,8 +32,9 @@ class DigestCache:
         self._db: sqlite3.Connection | None = None
         if path is not None:
             try:
-                self._db = sqlite3.connect(path, timeout=30, check_same_thread=False, isolation_level=None)
+                self._db = sqlite3.connect(path, timeout=30, check_same_thread=False)
                 self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")  # a lost row is re-hashed, never wrong
                 self._db.execute(
                     "CREATE TABLE IF NOT EXISTS digests (path TEXT PRIMARY KEY, dev INTEGER, ino INTEGER, "
                     "size INTEGER, mtime INTEGER, sha256 TEXT)"
@@ -42,6 +44,7 @@ class DigestCache:
 
     def close(self) -> None:
         if self._db is not None:
+            self.flush()
             self._db.close()
             self._db = None
 
@@ -72,6 +75,17 @@ class DigestCache:
                     )
                 except sqlite3.Error:
                     pass  # a full or read-only disk: the memory copy still serves this process
+
+    def flush(self) -> None:
+        """Commit what was remembered: one transaction per add or digest, not one (and one sync) per file."""
+        with self._lock:
+            if self._db is None:
+                return
+            try:
+                self._db.commit()
+            except sqlite3.Error:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.rollback()
 
     def sha256(self, path: str) -> str:
         """The file's sha256, from the cache when its stat is unchanged."""

@@ -51,7 +51,7 @@ def resolve_build(name: str | os.PathLike, *, platform: str | None = None,
         return ResolvedBuild(BUILTIN)
     if not is_reference(text):
         return ResolvedBuild(text)
-    stored = (store or BuildStore()).resolve(text, platform=platform)
+    stored = (store or BuildStore()).resolve(text, platform=platform, names=False)
     if stored.executable is None:
         raise BuildError(
             f"{text} ({stored.digest}) holds no executable unirender can launch (target {stored.info.target})"

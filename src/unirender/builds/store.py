@@ -252,9 +252,15 @@ class BuildStore:
         source = Path(source).expanduser()
         if not source.exists():
             raise BuildError(f"{source}: no such build folder or archive")
+        if source.is_dir() and (known := self._known_digest(source.resolve())) and expect in (None, known):
+            if (self.builds_dir / known.removeprefix("sha256:")).is_dir():  # stored already: stat only
+                if name:
+                    self.tag(known, name)
+                return self.get(known)
         with self._lock(exclusive=False), self._staging() as staging:
             if source.is_dir():
                 entries = self._copy_in(source.resolve(), staging / "files")
+                self.cache.flush()
                 hint = hint or source.resolve().name
             elif archive.is_archive(source):
                 archive.extract(source, staging / "files", max_bytes=max_bytes)
@@ -292,7 +298,9 @@ class BuildStore:
                 path = Path(directory) / name
                 rel = path.relative_to(root).as_posix()
                 st = path.lstat()
-                special = not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode))
+                special = not (
+                    stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode) or stat.S_ISLNK(st.st_mode)
+                )
                 if not strict:
                     if not special:
                         yield rel, path, st
@@ -420,6 +428,21 @@ class BuildStore:
             os.close(fd)
         return self.get(digest)
 
+    def _known_digest(self, folder: Path) -> str | None:
+        """The folder's digest when every file's sha256 is in the cache with an unchanged stat; else None."""
+        entries = []
+        try:
+            for rel, path, st in self._walk(folder):
+                sha = ""
+                if stat.S_ISREG(st.st_mode):
+                    sha = self.cache.lookup(str(path), st)
+                    if sha is None:
+                        return None
+                entries.append(self._entry(rel, path, st, sha))
+        except (OSError, BuildError):
+            return None
+        return manifest.digest_of(entries)
+
     def digest_folder(self, folder: str | os.PathLike) -> str:
         """The digest a build folder outside the store would be stored under, its files' sha256 remembered by
         (path, size, mtime): a second call on an unchanged folder only stats it."""
@@ -428,10 +451,11 @@ class BuildStore:
         for rel, path, st in self._walk(folder, strict=False):
             sha = self.cache.sha256(str(path)) if stat.S_ISREG(st.st_mode) else ""
             entries.append(self._entry(rel, path, st, sha))
+        self.cache.flush()
         return manifest.digest_of(entries)
 
     # ------------------------------------------------------------------ reading
-    def get(self, digest: str) -> StoredBuild:
+    def get(self, digest: str, names: bool = True) -> StoredBuild:
         if not manifest.is_digest(digest):
             raise BuildNotFoundError(f"{digest!r} is not a build digest (sha256:<64 hex digits>)")
         path = self.builds_dir / digest.removeprefix("sha256:")
@@ -439,8 +463,9 @@ class BuildStore:
             record = json.loads((path / "info.json").read_bytes())
         except FileNotFoundError:
             raise BuildNotFoundError(f"no build {digest} in the store {self.root}") from None
+        known_names = tuple(self.names_of(digest)) if names else ()
         return StoredBuild(digest, path, BuildInfo(**record["info"]), record["size"], record["files"],
-                           record["added"], record.get("source", ""), tuple(self.names_of(digest)))  # fmt: skip
+                           record["added"], record.get("source", ""), known_names)  # fmt: skip
 
     def digests(self) -> list[str]:
         if not self.builds_dir.is_dir():
@@ -465,13 +490,14 @@ class BuildStore:
     def names_of(self, digest: str) -> list[str]:
         return [name for name, target in self.tags().items() if target == digest]
 
-    def resolve(self, reference: str, platform: str | None = None) -> StoredBuild:
+    def resolve(self, reference: str, platform: str | None = None, names: bool = True) -> StoredBuild:
         """A reference -> the stored build: ``sha256:<hex>`` (or a unique prefix of 12+ digits), ``name[:tag]``,
-        ``ai2thor:<commit>`` (the build for ``platform`` where the store holds several). Reads two small files."""
+        ``ai2thor:<commit>`` (the build for ``platform`` where the store holds several). Reads two small files
+        (``names=False``: launching needs not the build's other names)."""
         reference = str(reference).strip()
         if reference.startswith("sha256:"):
             if manifest.is_digest(reference):
-                return self.get(reference)
+                return self.get(reference, names)
             prefix = reference.removeprefix("sha256:")
             matches = (
                 [d for d in self.digests() if d.removeprefix("sha256:").startswith(prefix)]
@@ -479,7 +505,7 @@ class BuildStore:
                 else []
             )
             if len(matches) == 1:
-                return self.get(matches[0])
+                return self.get(matches[0], names)
             raise BuildNotFoundError(
                 f"{reference}: {'ambiguous' if matches else 'no such build in ' + str(self.root)}"
             )
@@ -493,7 +519,7 @@ class BuildStore:
         for candidate in candidates:
             tag_file = self.root / "tags" / name / candidate
             with contextlib.suppress(FileNotFoundError):
-                return self.get(tag_file.read_text().strip())
+                return self.get(tag_file.read_text().strip(), names)
         if name == AI2THOR:
             raise BuildNotFoundError(
                 f"AI2-THOR commit {tag} is not in the build store {self.root}: import AI2-THOR's download cache "
