@@ -40,31 +40,25 @@ def register(sub) -> None:
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_show)
 
-    c = b.add_parser("verify", help="re-hash a stored build; name every file that changed")
-    c.add_argument("reference")
-    c.set_defaults(func=cmd_verify)
-
-    c = b.add_parser("rm", help="remove a build and its names (its bytes go with the next gc)")
-    c.add_argument("reference")
-    c.set_defaults(func=cmd_rm)
-
-    c = b.add_parser("gc", help="remove stored files no build uses")
-    c.set_defaults(func=cmd_gc)
-
-    c = b.add_parser("tag", help="name a build: tag REFERENCE NAME[:TAG]")
-    c.add_argument("reference")
-    c.add_argument("name")
-    c.set_defaults(func=cmd_tag)
+    # The subcommands that take only positional words (and --name): (name, help, positional words, --name?).
+    for name, text, words, named in (
+        ("verify", "re-hash a stored build; name every file that changed", ["reference"], False),
+        ("rm", "remove a build and its names (its bytes go with the next gc)", ["reference"], False),
+        ("gc", "remove stored files no build uses", [], False),
+        ("tag", "name a build: tag REFERENCE NAME[:TAG]", ["reference", "name"], False),
+        ("import", "import a tar made by `builds export` (its digest is kept and checked)", ["source"], True),
+    ):
+        c = b.add_parser(name, help=text)
+        for word in words:
+            c.add_argument(word)
+        if named:
+            c.add_argument("--name")
+        c.set_defaults(func=globals()[f"cmd_{name}"])
 
     c = b.add_parser("export", help="a build as one tar, for another machine's `builds import`")
     c.add_argument("reference")
     c.add_argument("-o", "--output", required=True)
     c.set_defaults(func=cmd_export)
-
-    c = b.add_parser("import", help="import a tar made by `builds export` (its digest is kept and checked)")
-    c.add_argument("source")
-    c.add_argument("--name")
-    c.set_defaults(func=cmd_import)
 
     c = b.add_parser("pull", help="download a build archive (http, https, file URLs; resumes) and add it")
     c.add_argument("url")
@@ -89,10 +83,7 @@ def _guarded(command):
     def run(args) -> int:
         try:
             return command(args)
-        except BuildError as exc:
-            print(f"unirender: {exc}", file=sys.stderr)
-            return 1
-        except OSError as exc:
+        except (BuildError, OSError) as exc:
             print(f"unirender: {exc}", file=sys.stderr)
             return 1
 

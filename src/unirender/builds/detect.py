@@ -21,15 +21,6 @@ AI2THOR_NAME = re.compile(
 _VERSION_UTF16 = re.compile(rb"(?:[0-9]\x00){1,3}\.\x00(?:[0-9]\x00){1,3}\.\x00(?:[0-9]\x00){1,3}")
 # com.unity.ml-agents' communicator API versions (Academy.k_ApiVersion) released so far.
 COMMUNICATOR_VERSIONS = ("1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0", "1.5.0")
-TARGETS = (
-    "Linux64",
-    "LinuxHeadlessSimulation",
-    "CloudRendering",
-    "StandaloneOSX",
-    "Windows",
-    "WebGL",
-    "unknown",
-)
 
 
 @dataclass(frozen=True)
