@@ -656,6 +656,10 @@ class BuildStore:
     # ------------------------------------------------------------------ downloads and uploads
     def open_upload(self, key: str | None = None, suffix: str = ".zip", hint: str = "") -> Upload:
         """Bytes for the store from elsewhere; ``key`` names a resumable upload (a URL's hash, say)."""
+        if key is not None and not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", key):
+            raise BuildError(f"upload key {key!r}: letters, digits, '_' or '-', at most 64")
+        if suffix not in archive.ARCHIVE_SUFFIXES:
+            raise BuildError(f"upload suffix {suffix!r}: one of {', '.join(archive.ARCHIVE_SUFFIXES)}")
         self._ensure()
         return Upload(self, key or secrets.token_hex(8), suffix, hint)
 
