@@ -188,3 +188,18 @@ def test_launching_from_a_store_on_a_read_only_mount(tmp_path, store):
         "write refused: Read-only file system" in done.stdout
         and "behaviors: ['ReachTarget?team=0']" in done.stdout
     )
+
+
+def test_commit_id_drives_the_reference_player_from_an_ai2thor_cache_folder(tmp_path, store):
+    """The same, with unirender's reference player behind the AI2-THOR-named executable (headless Vulkan)."""
+    releases = tmp_path / "home" / ".ai2thor" / "releases"
+    make_build(releases, family="ai2thor", platform="CloudRendering", player="reference")
+    controller = Controller(commit_id=COMMIT, log_dir=tmp_path, width=32, height=24, platform="CloudRendering",
+                            server_start_timeout=120, server_timeout=60)  # fmt: skip
+    try:
+        event = controller.reset("FloorPlan1_physics")
+        assert event.frame.shape == (24, 32, 3) and event.frame.any()
+        assert controller.step("RotateRight").metadata["lastActionSuccess"]
+        assert controller.build_digest == store.resolve(f"ai2thor:{COMMIT}").digest
+    finally:
+        controller.stop()
