@@ -83,3 +83,25 @@ def test_a_one_shot_render_by_digest(service, stored):
     resp = requests.post(f"{service.url}/v1/render", json=body, headers={**AUTH, "Accept": "application/json"},
                          timeout=120)  # fmt: skip
     assert resp.status_code == 200, resp.text
+
+
+def test_a_job_by_build_reference_is_pinned_to_its_digest(service, stored):
+    import time
+
+    _, kitchen, _ = stored
+    body = {"environment": {**ENV, "build": "kitchen:v1"}, "workers": 1, "output": {"directory": "kitchen-job"},
+            "episodes": [{"scene": "FloorPlan1_physics", "actions": ["MoveAhead", "RotateRight"]}]}  # fmt: skip
+    resp = requests.post(f"{service.url}/v1/jobs", json=body, headers=AUTH, timeout=30)
+    assert resp.status_code == 202, resp.text
+    job = resp.json()["id"]
+    deadline = time.monotonic() + 120
+    while (state := requests.get(f"{service.url}/v1/jobs/{job}", headers=AUTH, timeout=10).json()["state"]) in (
+        "queued", "running"):  # fmt: skip
+        assert time.monotonic() < deadline, "the job did not finish in 120 s"
+        time.sleep(0.2)
+    assert state == "succeeded"
+    manifest = requests.get(f"{service.url}/v1/jobs/{job}/manifest", headers=AUTH, timeout=10).json()
+    assert manifest["build"] == {"name": kitchen.digest, "digest": kitchen.digest}  # pinned when checked
+    resp = requests.post(f"{service.url}/v1/jobs", headers=AUTH, timeout=30,
+                         json={**body, "environment": {**ENV, "build": "other:v1"}})  # fmt: skip
+    assert resp.status_code == 403 and resp.json()["error"]["code"] == "build_not_allowed"
