@@ -216,17 +216,14 @@ def test_a_full_disk_during_add_publishes_nothing_and_the_next_add_succeeds(tmp_
     """A real full disk, for any user: a tmpfs in a user and mount namespace of the test's own."""
     import contextlib
 
-    from fixtures.private_tmpfs import TmpfsUnavailable, private_tmpfs
+    from fixtures.private_tmpfs import private_tmpfs_or_skip
     from unirender.builds import BuildError
 
     folder = make_build(tmp_path, family="mlagents", assets=16, asset_size=64 << 10)  # ~1 MiB
     mount = tmp_path / "small"
     mount.mkdir()
     with contextlib.ExitStack() as stack:
-        try:
-            disk = stack.enter_context(private_tmpfs(mount, "512k"))
-        except TmpfsUnavailable as exc:
-            pytest.skip(f"missing dependency: user namespaces for a private tmpfs ({exc})")
+        disk = private_tmpfs_or_skip(stack, mount, "512k")
         store = BuildStore(disk.path / "store")
         stack.callback(store.close)
         with pytest.raises(BuildError, match="no space left in the build store .*nothing was published"):
