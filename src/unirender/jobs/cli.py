@@ -22,6 +22,11 @@ def register(sub) -> None:
     )
     p.add_argument("--quiet", action="store_true", help="no progress output, only the summary")
     p.add_argument(
+        "--allow-build-change",
+        action="store_true",
+        help="resume even though the build's bytes differ from those the dataset was started with (docs/builds.md)",
+    )
+    p.add_argument(
         "--backend",
         choices=["local", "ray", "service"],
         default=None,
@@ -73,6 +78,7 @@ def _run(spec, args) -> int:
             resume=args.resume,
             reporter=reporter_for(sys.stderr, quiet=args.quiet),
             backend=backend,
+            allow_build_change=getattr(args, "allow_build_change", False),
         )
     except JobInterrupted as exc:
         how = "stopped at once" if exc.immediate else "interrupted"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import os
 import threading
 import time
 from typing import Any
@@ -57,6 +58,7 @@ URLS = Map(
         Rule("/openapi.json", endpoint="openapi", methods=["GET"]),
         Rule("/docs", endpoint="docs", methods=["GET"]),
         Rule("/v1/platforms", endpoint="platforms", methods=["GET"]),
+        Rule("/v1/builds", endpoint="list_builds", methods=["GET"]),
         Rule("/v1/sessions", endpoint="list_sessions", methods=["GET"]),
         Rule("/v1/sessions", endpoint="create_session", methods=["POST"]),
         Rule("/v1/sessions/<session_id>", endpoint="get_session", methods=["GET"]),
@@ -79,7 +81,7 @@ PLAYER_PATHS = ("/train", "/ping")
 
 ENDPOINTS = {
     "root": meta.root, "healthz": meta.healthz, "readyz": meta.readyz, "metrics": meta.metrics,
-    "openapi": meta.openapi, "docs": meta.docs, "platforms": meta.platforms,
+    "openapi": meta.openapi, "docs": meta.docs, "platforms": meta.platforms, "list_builds": meta.builds,
     "list_sessions": sessions_api.list_sessions, "create_session": sessions_api.create_session,
     "get_session": sessions_api.get_session, "delete_session": sessions_api.delete_session, "step": sessions_api.step,
     "reset": sessions_api.reset, "render": render_api.render,
@@ -138,6 +140,10 @@ class ServiceApp:
         self.reaper = IdleReaper(self.sessions, config.reap_interval_s)
         self._grants = config.grants()
         self.policy = ActionPolicy(config)  # every limit on every action, whichever endpoint it came from
+        if config.build_store is not None:
+            # The service's store is the one its players launch from (Controller and MLAgentsController resolve
+            # a pinned environment.build through the default store) and its jobs pin their datasets to.
+            os.environ["UNIRENDER_BUILDS"] = str(config.build_store)
         self._draining = False
         self._in_flight = 0
         self._in_flight_cv = threading.Condition()

@@ -188,6 +188,8 @@ def openapi_document(config=None, *, auth_enabled: bool | None = None) -> dict:
                                 public=True)},
         "/v1/platforms": {"get": _op("the platform doctor report of this host", {"200": _json(obj)},
                                      params=[_int_query("width"), _int_query("height")])},
+        "/v1/builds": {"get": _op("the stored builds this service lets a client launch (environment.build): name, "
+                                  "names, digest, family, target, unity_version, size", {"200": _json(obj)})},
         "/v1/sessions": {
             "get": _op("your sessions", {"200": _json(obj)}),
             "post": _op("start a player for an environment spec (environment.protocol: mlagents -> an ML-Agents "

@@ -24,7 +24,7 @@ DEFAULT_SCOPES = frozenset({SESSIONS, JOBS})
 # The scope each API endpoint needs (``service.app.ENDPOINTS``' names); public endpoints need none. An endpoint
 # missing here is refused to everyone but admin: a new endpoint must say what it needs.
 ENDPOINT_SCOPES = {
-    "platforms": None,  # any valid token
+    "platforms": None, "list_builds": None,  # any valid token
     "list_sessions": SESSIONS, "create_session": SESSIONS, "get_session": SESSIONS, "delete_session": SESSIONS,
     "step": SESSIONS, "reset": SESSIONS, "last_event": SESSIONS, "batch_steps": SESSIONS, "render": SESSIONS,
     "list_jobs": JOBS, "submit_job": JOBS, "get_job": JOBS, "cancel_job": JOBS, "job_manifest": JOBS,

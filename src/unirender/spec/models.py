@@ -38,7 +38,7 @@ MODALITY_INITIALIZE_FLAG: dict[str, str | None] = {
 
 # Controller keyword arguments that the spec sets itself; `environment.initialize` may not shadow them.
 CONTROLLER_KEYS = {
-    "executable", "width", "height", "server", "quality", "scene", "x_display", "platform", "headless",
+    "executable", "build", "width", "height", "server", "quality", "scene", "x_display", "platform", "headless",
     "gpu_device", "server_timeout", "server_start_timeout", "max_restarts", "depth_format",
 }  # fmt: skip
 
@@ -51,6 +51,49 @@ ALLOW_FLAT_CAMERAS_HELP = (
     "a job fails fast when a camera's first frame is one flat colour (a player without a rendering context: "
     "-nographics, no GPU or display); true lets it go on (a scene that really is one colour)"
 )
+
+
+BUILD_HELP = (
+    "the build by reference, resolved through the build store (docs/builds.md): 'ai2thor:<commit>', "
+    "'name:tag' or 'sha256:<digest>'; instead of executable"
+)
+
+
+def check_build_reference(value: str | None) -> str | None:
+    """``environment.build``: a store reference, not a path (a path goes in ``executable``)."""
+    if value is None:
+        return value
+    from unirender.builds.manifest import is_digest
+    from unirender.builds.store import split_reference
+
+    if value.startswith("sha256:"):
+        hex_part = value.removeprefix("sha256:")
+        if is_digest(value) or (len(hex_part) >= 12 and all(c in "0123456789abcdef" for c in hex_part)):
+            return value
+        raise ValueError(f"{value!r}: a digest is 'sha256:' and 64 (at least 12) lower-case hex digits")
+    if "/" in value:
+        raise ValueError(f"{value!r} is a path: give it as 'executable', or add it to the store (unirender builds add)")
+    try:
+        split_reference(value)
+    except Exception as exc:  # noqa: BLE001 (the store's message says what is wrong)
+        raise ValueError(str(exc)) from None
+    return value
+
+
+def without_unset_build(data: Any) -> Any:
+    """An environment's dump without ``build`` while it is unset: specs that name an executable dump (and hash)
+    byte for byte as before the field existed."""
+    if isinstance(data, dict) and data.get("build") is None:
+        data.pop("build", None)
+    return data
+
+
+def hash_build(environment: dict[str, Any], build_digest: str | None) -> None:
+    """In a content hash, the build's bytes stand for it, not the path or name it was reached by."""
+    if build_digest is not None:
+        environment.pop("executable", None)
+        environment.pop("build", None)
+        environment["build_digest"] = build_digest
 
 
 def without_unset_flag(section: BaseModel, data: Any) -> Any:
@@ -97,6 +140,13 @@ class EnvironmentSpec(_Strict):
     initialize: dict[str, Any] = Field(
         default_factory=dict, description="extra Initialize parameters, passed to the player unchanged"
     )
+    build: str | None = Field(None, min_length=1, description=BUILD_HELP)
+
+    _build_reference = field_validator("build")(classmethod(lambda cls, value: check_build_reference(value)))
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_build(self, handler):
+        return without_unset_build(handler(self))
 
     @field_validator("initialize")
     @classmethod
@@ -110,7 +160,9 @@ class EnvironmentSpec(_Strict):
 
     @model_validator(mode="after")
     def _platform_runs_executable(self) -> EnvironmentSpec:
-        if self.platform == "EGL" and self.executable != BUILTIN:
+        if self.build is not None and self.executable != BUILTIN:
+            raise _FieldError("build", "give either 'build' (a store reference) or 'executable' (a path), not both")
+        if self.platform == "EGL" and not self.is_builtin:
             raise _FieldError(
                 "platform",
                 "'EGL' only runs the builtin reference player; for a Unity build use "
@@ -120,7 +172,12 @@ class EnvironmentSpec(_Strict):
 
     @property
     def is_builtin(self) -> bool:
-        return self.executable == BUILTIN
+        return self.build is None and self.executable == BUILTIN
+
+    @property
+    def build_name(self) -> str:
+        """What names the build: the reference, or the executable's path (or 'builtin')."""
+        return self.build or self.executable
 
     def controller_kwargs(self, render: RenderSpec | None = None) -> dict[str, Any]:
         """Keyword arguments for ``unirender.Controller`` — the one place a spec becomes a Controller.
@@ -128,7 +185,7 @@ class EnvironmentSpec(_Strict):
         With ``render``, the Initialize flags for its modalities and its ``depth_format`` are added.
         """
         kwargs: dict[str, Any] = {
-            "executable": self.executable,
+            "executable": self.build_name,  # a reference is resolved through the build store at launch
             "width": self.width,
             "height": self.height,
             "server": self.transport,
@@ -404,9 +461,13 @@ class JobSpec(_Strict):
     def controller_kwargs(self) -> dict[str, Any]:
         return self.environment.controller_kwargs(self.render)
 
-    def content_hash(self) -> str:
-        """Hash of everything that decides the dataset's bytes (not where it goes or how many workers)."""
+    def content_hash(self, build_digest: str | None = None) -> str:
+        """Hash of everything that decides the dataset's bytes (not where it goes or how many workers).
+
+        ``build_digest``: the digest of the build's bytes (jobs pass it), which then stands for its path or name;
+        without it (the builtin player, or a caller that does not know it) the hash is as it always was."""
         data = self.model_dump(mode="json")
+        hash_build(data["environment"], build_digest)
         data["output"].pop("directory")
         data["render"].pop("allow_flat_cameras", None)  # whether a job may go on, not what it writes
         for key in ("workers", "max_episode_retries", "name"):

@@ -193,8 +193,17 @@ class Console:
         family = console_family(entry.session.family)
         info.update(width=env.get("width"), height=env.get("height"), transport=family.transport(env),
                     scene=(entry.environment or {}).get("scene") or family.scene(entry.session.last_event),
-                    family=family.family, viewers=self._viewer_docs(entry.id), frames_published=entry.frames.seq)
+                    family=family.family, viewers=self._viewer_docs(entry.id), frames_published=entry.frames.seq,
+                    build=self._build_label(env))
         return info
+
+    def _build_label(self, env: dict) -> str:
+        """Which build a session runs: the store's names and digest (a pinned reference), or the executable."""
+        digest = env.get("build")
+        if not digest:
+            return env.get("executable") or "builtin"
+        names = self.app.policy.build_store.names_of(digest) if digest.startswith("sha256:") else []
+        return f"{', '.join(names)} ({digest[:19]})" if names else digest
 
     def _description(self, entry):
         """The session's ``Description`` (its declared actions drive an ML-Agents page), asked once per session:
