@@ -42,13 +42,14 @@ def job_spec(out: Path, frames: int, size: int, video: bool) -> dict:
     return spec
 
 
-def run_job(root: Path, frames: int, size: int, video: bool, n: int) -> tuple[float, Path]:
+def run_job(root: Path, frames: int, size: int, video: bool, n: int) -> tuple[float, Path, float]:
+    """(wall seconds, output, seconds the worker was blocked on writing: what encoding took from stepping)."""
     from unirender.jobs import render
 
     out = root / f"{'on' if video else 'off'}-{n}"
     started = time.perf_counter()
-    render(job_spec(out, frames, size, video))
-    return time.perf_counter() - started, out
+    result = render(job_spec(out, frames, size, video))
+    return time.perf_counter() - started, out, result.write_s
 
 
 def rendered_frames(size: int, count: int) -> list:
@@ -61,15 +62,16 @@ def rendered_frames(size: int, count: int) -> list:
         return [np.asarray(c.step({"action": "RotateRight", "degrees": 3}).frame).copy() for _ in range(count)]
 
 
-def encoder_rate(frames: list, background: bool, root: Path) -> float:
+def encoder_rate(frames: list, background: bool, root: Path) -> tuple[float, float]:
+    """(frames/s, CPU ms per frame of this process: the caller's and the encoder's threads)."""
     from unirender.jobs.video import VideoWriter
 
     path = root / f"enc-{len(frames)}-{frames[0].shape[0]}-{background}.mp4"
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     with VideoWriter(path, fps=30, background=background) as writer:
         for frame in frames:
             writer.add(frame)
-    return len(frames) / (time.perf_counter() - started)
+    return len(frames) / (time.perf_counter() - started), 1000 * (time.process_time() - cpu) / len(frames)
 
 
 def main() -> int:
@@ -82,18 +84,23 @@ def main() -> int:
     lines = []
     try:
         times: dict[bool, list[float]] = {False: [], True: []}
+        blocked: dict[bool, list[float]] = {False: [], True: []}
         last: dict[bool, Path] = {}
         run_job(root, 10, 300, True, -1)  # warm-up: imports, the encoder's first open, shader caches
         for n in range(args.rounds):
             for video in (False, True):
-                elapsed, last[video] = run_job(root, args.frames, 300, video, n)
+                elapsed, last[video], write_s = run_job(root, args.frames, 300, video, n)
                 times[video].append(elapsed)
+                blocked[video].append(write_s)
         off, on = statistics.median(times[False]), statistics.median(times[True])
         ratios = [b / a for a, b in zip(times[False], times[True], strict=True)]
         lines.append(f"300x300 rgb job, {args.frames} frames, png, 1 worker, {args.rounds} interleaved rounds:")
         lines.append(f"  video off: {', '.join(f'{t:.2f}' for t in times[False])} s (median {off:.2f})")
         lines.append(f"  video on:  {', '.join(f'{t:.2f}' for t in times[True])} s (median {on:.2f})")
         lines.append(f"  on / off per round: {', '.join(f'{r:.3f}' for r in ratios)}; medians {on / off:.3f}")
+        for video in (False, True):
+            lines.append(f"  worker blocked on writing, video {'on' if video else 'off'}: "
+                         f"{', '.join(f'{t:.2f}' for t in blocked[video])} s")  # fmt: skip
         pngs = list((last[False] / "frames").rglob("*.png"))
         png_bytes = sum(p.stat().st_size for p in pngs) / len(pngs)
         mp4 = next((last[True] / "videos").rglob("*.mp4"))
@@ -102,10 +109,10 @@ def main() -> int:
                      f"({png_bytes / mp4_bytes:.1f}x smaller)")  # fmt: skip
         for size, count in ((300, 150), (1024, 60)):
             frames = rendered_frames(size, count)
-            fg = encoder_rate(frames, False, root)
-            bg = encoder_rate(frames, True, root)
+            (fg, fg_cpu), (bg, bg_cpu) = encoder_rate(frames, False, root), encoder_rate(frames, True, root)
             lines.append(f"encoder at {size}x{size} ({count} rendered frames): {fg:.0f} frames/s on the caller's "
-                         f"thread, {bg:.0f} frames/s with background=True")  # fmt: skip
+                         f"thread ({fg_cpu:.1f} CPU ms per frame), {bg:.0f} frames/s with background=True "
+                         f"({bg_cpu:.1f} CPU ms per frame)")  # fmt: skip
         lines.append(f"load average at the end: {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores")
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -232,3 +232,14 @@ def test_an_mlagents_job_writes_a_video_per_agent_camera(tmp_path):
         want = [f[f"CameraSensor.{agent}"] for f in images]
         assert fps == 10 and len(decoded) == len(want) == 7
         assert min(psnr(d, w) for d, w in zip(decoded, want, strict=True)) >= 30  # 32x32: chroma-limited
+
+
+def test_starting_over_removes_the_videos_too(tmp_path):
+    out = tmp_path / "again"
+    spec = video_job(out, modalities=["rgb"], cameras=["agent"])
+    spec["episodes"] = spec["episodes"][1:]
+    render(spec)
+    assert (out / "videos").is_dir()
+    del spec["output"]["video"]
+    render(spec, resume=False)  # another job in the same directory: what the first one wrote goes
+    assert not (out / "videos").exists() and "videos" not in json.loads((out / "manifest.json").read_text())

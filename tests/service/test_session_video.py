@@ -121,3 +121,24 @@ def test_bad_options_to_start(service, alice):
         assert "fps" in post(service, base + "/start", {"fps": -1}, status=422)["error"]["message"]
         assert "unknown view" in post(service, base + "/start", {"view": "smell"}, status=422)["error"]["message"]
         assert post(service, base + "/start", {"view": "frame"})["recording"] is True
+
+
+def test_an_mlagents_session_records_an_agent_camera(service, alice):
+    pytest.importorskip("grpc")
+    env = {"protocol": "mlagents", "executable": "builtin", "platform": "EGL", "width": 32, "height": 32,
+           "time_scale": 100, "env": {"UNIRENDER_MLAGENTS_AGENTS": "2"}}  # fmt: skip
+    behavior = "ReachTarget?team=0"
+    view = f"{behavior}/CameraSensor/1"
+    # record.sensors is the family's (which sensors events carry), record.video every family's
+    with alice.session(env, record={"sensors": ["CameraSensor"], "video": {"fps": 10, "view": view}}) as session:
+        info = requests.get(service.url + f"/v1/sessions/{session.id}", headers=AUTH, timeout=30).json()
+        assert info["video"]["recording"] and info["video"]["view"] == view
+        shown = []
+        for _ in range(3):
+            event = session.step({behavior: {"continuous": [[1.0, 0.5]] * 2, "discrete": [[1]] * 2}})
+            shown.append(np.asarray(event.steps(behavior)[0].frame(1, "CameraSensor")).copy())
+        assert post(service, f"/v1/sessions/{session.id}/video/stop")["finished"]["frames"] == 4
+        frames, fps = decode(requests.get(service.url + f"/v1/sessions/{session.id}/video", headers=AUTH,
+                                          timeout=30).content)  # fmt: skip
+        assert fps == 10 and len(frames) == 4 and frames[0].shape == (32, 32, 3)
+        assert min(psnr(f, s) for f, s in zip(frames[1:], shown, strict=True)) >= 28  # 32x32: chroma-limited

@@ -21,12 +21,12 @@ from typing import Any
 
 from unirender.errors import SpecError
 from unirender.jobs.atomic import sweep_temp_files
+from unirender.jobs.state import VIDEOS_DIR
 from unirender.jobs.units import EpisodeFailed
 from unirender.jobs.video import VideoWriter, check_video_options, modality_image, tiled_image, video_info
 from unirender.jobs.writers import safe_name
 from unirender.spec.models import VideoSpec
 
-VIDEOS_DIR = "videos"
 SEGMENTS_DIR = "segments"
 TILED = "tiled"
 

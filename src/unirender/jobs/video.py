@@ -202,6 +202,8 @@ class VideoWriter:
     def abort(self) -> None:
         """Drop the file (its temporary); safe to call at any time and more than once."""
         self._closed = True
+        if self._error is None:
+            self._error = ValueError(f"{self.path}: aborted")  # the encoder thread skips what is still queued
         self._stop_thread()
         if self._container is not None:
             try:

@@ -5,9 +5,10 @@ the last finished recording.
 A recording listens to the session's :class:`~unirender.service.frame_slot.FrameSlot` (every event the session
 gets: its first, each step and reset, from the API, ``/v1/steps`` or the console) and hands the view's image to a
 :class:`unirender.jobs.video.VideoWriter` encoding on its own thread, so memory stays flat however long the
-session runs; a step waits only if the encoder falls ``QUEUE_DEPTH`` frames behind. The file lives under the
-owner's folder of the data root (``<owner>/videos/<session>-<n>.mp4``) until the session ends: the video goes with
-it (download it before deleting the session).
+session runs; a step waits only if the encoder falls ``QUEUE_DEPTH`` frames behind. The file lives in the data
+root, ``.session-videos/<owner>/<session>-<n>.mp4`` (apart from the owners' job outputs), until the session ends:
+the video goes with it (download it before deleting the session). Sessions do not outlive the service, so a
+service that starts removes what a previous one left there.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from unirender.errors import SpecError
 from unirender.service.errors import ApiError
 from unirender.service.paths import owner_dir
 
+SESSION_VIDEOS_DIR = ".session-videos"
 log = logging.getLogger(__name__)
 
 
@@ -183,7 +185,10 @@ class SessionVideos:
     """The service's session recordings, by session id (made on first use; gone when the session ends)."""
 
     def __init__(self, data_root: Path):
-        self.data_root = Path(data_root)
+        import shutil
+
+        self.root = Path(data_root) / SESSION_VIDEOS_DIR
+        shutil.rmtree(self.root, ignore_errors=True)  # a previous service's: its sessions are gone
         self._lock = threading.Lock()
         self._videos: dict[str, SessionVideo] = {}
 
@@ -191,7 +196,7 @@ class SessionVideos:
         with self._lock:
             video = self._videos.get(entry.id)
             if video is None:
-                video = self._videos[entry.id] = SessionVideo(entry, owner_dir(self.data_root, entry.owner) / "videos")
+                video = self._videos[entry.id] = SessionVideo(entry, owner_dir(self.root, entry.owner))
                 entry.frames.on_close(lambda: self.forget(entry.id))
             return video
 
