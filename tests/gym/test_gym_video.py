@@ -151,3 +151,26 @@ def test_gymnasiums_vector_record_video_on_the_vector_env(tmp_path, backend, vie
     frames, fps = decode(tmp_path / "v" / "rl-video-episode-0.mp4")
     assert fps == 50 and len(frames) == 4
     assert [nearest_view(f[:, :64], views) for f in frames] == [0, 90, 180, 270]
+
+
+def test_mlagents_envs_declare_the_games_fps_and_record(tmp_path):
+    pytest.importorskip("grpc")
+    from unirender.gym import MLAgentsEnv, MLAgentsVectorEnv
+
+    env = {"executable": "builtin", "platform": "EGL", "width": 32, "height": 32, "time_scale": 100,
+           "env": {"UNIRENDER_MLAGENTS_AGENTS": "2"}}  # fmt: skip
+    recorder = VideoRecorder(MLAgentsEnv(environment=env, render_mode="rgb_array", max_episode_steps=3), tmp_path)
+    try:
+        assert recorder.metadata["render_fps"] == 50  # the reference game decides every physics step
+        recorder.reset(seed=1)
+        for _ in range(3):
+            recorder.step(recorder.action_space.sample())
+    finally:
+        recorder.close()
+    frames, fps = decode(tmp_path / "rl-video-episode-0.mp4")
+    assert fps == 50 and len(frames) == 4 and frames[0].shape == (32, 32, 3)
+    vec = MLAgentsVectorEnv(environment=env, render_mode="rgb_array")
+    try:
+        assert vec.metadata["render_fps"] == 50 and vec.num_envs == 2
+    finally:
+        vec.close()
