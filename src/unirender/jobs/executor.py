@@ -98,6 +98,7 @@ class Executor:
         self.failure: BaseException | None = None
         self.failure_report = ""
         self.player_info: dict[str, Any] = {}
+        self.on_player: Callable[[dict[str, Any]], None] | None = None  # told player_info once it is known
         self.player_stats: list[dict[str, Any]] = []
 
     # -- the workers ----------------------------------------------------------------------------------
@@ -313,3 +314,5 @@ class Executor:
                     device=placement.get("device"),
                     software=placement.get("software_device"),
                 )
+            if self.on_player is not None:  # before the frame's chunk can commit
+                self.on_player(dict(self.player_info))

@@ -157,9 +157,9 @@ class JobRunner:
             runs, kept = ledger.resume()
             result = JobResult(directory=self.root, manifest_path=self.root / MANIFEST, units=len(units))
             result.units_resumed = ledger.units_done
-            player_info: dict[str, Any] = {}
+            player_info: dict[str, Any] = state.recorded_player()  # a run with nothing left renders nothing
             if runs:
-                player_info = self._render(runs, ledger, result)
+                player_info = self._render(runs, ledger, result, state)
             result.elapsed_s = time.monotonic() - started
             result.step_s, result.write_s, result.encode_s = ledger.step_s, ledger.write_s, ledger.encode_s
             result.frames_written = ledger.frames_done - kept
@@ -182,7 +182,7 @@ class JobRunner:
         finally:
             state.close()
 
-    def _render(self, runs, ledger: Ledger, result: JobResult) -> dict[str, Any]:
+    def _render(self, runs, ledger: Ledger, result: JobResult, state: JobState) -> dict[str, Any]:
         resolution = None if (self.backend or self.player_factory) else resolve_platform(self.spec)
         player_info: dict[str, Any] = {}
         try:
@@ -206,6 +206,7 @@ class JobRunner:
                 _pinned_kwargs(self.spec, resolution),
             )
             executor.player_info.update(player_info)
+            executor.on_player = state.record_player
             result.players = executor.player_stats
             self.reporter.start(total=ledger.frames_total, done=ledger.frames_done, workers=n)  # grows with grids
             try:

@@ -29,6 +29,7 @@ METADATA = "metadata.jsonl"
 CONTACT_SHEET = "contact_sheet.png"
 ANNOTATIONS_DIR = "annotations"
 VIDEOS_DIR = "videos"  # output.video's files (jobs.episode_videos), and `unirender video`'s
+PLAYER_INFO = "player.json"  # in STATE_DIR
 # What a job owns in its output directory; --no-resume removes exactly these, nothing else.
 OWNED_PATHS = (
     STATE_DIR,
@@ -111,6 +112,19 @@ class JobState:
             return json.loads((self.dir / "job.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
+
+    # What rendered the dataset (player version, platform, device), for the manifest: recorded when the first
+    # player is known, before any chunk commits, so that a run killed after its last commit and before its
+    # manifest can still write the manifest an uninterrupted run would have (its resume starts no player).
+    def record_player(self, info: dict[str, Any]) -> None:
+        write_atomic(self.dir / PLAYER_INFO, dumps_json(info).encode())
+
+    def recorded_player(self) -> dict[str, Any]:
+        try:
+            info = json.loads((self.dir / PLAYER_INFO).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return info if isinstance(info, dict) else {}
 
     def clear(self) -> None:
         """Remove everything a job writes (and only that); the lock stays held."""

@@ -334,6 +334,7 @@ class UnityEnvironment(BaseEnv):
         from unirender.protocol.errors import ProtocolError
         from unirender.protocol.mlagents.errors import (
             CommunicatorStoppedError,
+            NonFiniteError,
             ObservationError,
             SideChannelError,
             VersionMismatchError,
@@ -352,6 +353,8 @@ class UnityEnvironment(BaseEnv):
                 "Please find the versions that work best together from our release page.\n"
                 "https://github.com/Unity-Technologies/ml-agents/releases"
             )
+        if isinstance(exc, NonFiniteError):  # mlagents-envs' rpc_utils raises a bare RuntimeError, with this text
+            return RuntimeError(f"The {exc.source} provided had {exc.kind} values.")
         if isinstance(exc, ObservationError):
             return UnityObservationException(str(exc))
         if isinstance(exc, SideChannelError):

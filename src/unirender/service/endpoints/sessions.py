@@ -85,10 +85,14 @@ def delete_session(app, request, owner, session_id):
 
 def _session(app, owner: str, session_id: str):
     """(the session, its family's adapter); (None, the adapter for a missing session) when it is not there: the
-    body is still checked first, then the registry answers 404/410."""
+    body is still checked first, then the registry answers 404. A session of this owner that has ended or was lost
+    in a restart is 410 at once, whatever the body: its family (and so what a good body is) is not known here, and
+    the 410 is what its client must learn (an ML-Agents body is no AI2-THOR action)."""
     try:
         entry = app.sessions.get(owner, session_id)
-    except ApiError:
+    except ApiError as exc:
+        if exc.status == 410:
+            raise
         return None, families.unresolved_session()
     return entry, entry.adapter or STARTING
 
