@@ -71,6 +71,7 @@ class MLAgentsVectorEnv(VectorEnv):
             raise
         self.num_envs = len(self.agent_ids)
         self.render_mode = render_mode
+        self.metadata = {**self.metadata, "render_fps": self.env.metadata["render_fps"]}
         self.single_observation_space = self.env.observation_space
         self.single_action_space = self.env.action_space
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)

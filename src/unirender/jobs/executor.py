@@ -218,8 +218,15 @@ class Executor:
             ledger.commit(unit, k, records)
             committed[0] += len(records)
 
+        episode_writer = open_episode_writer(self.root, unit.id, self.spec.output, self.render.depth_format)
+        if self.spec.output.video is not None:  # its chunks' video segments too, encoded on threads of their own
+            from unirender.jobs.episode_videos import VideoEpisodeWriter
+
+            episode_writer = VideoEpisodeWriter(
+                episode_writer, self.root, unit.id, self.spec.output.video, self.family.video_stream
+            )
         writer = WriteBehind(
-            open_episode_writer(self.root, unit.id, self.spec.output, self.render.depth_format),
+            episode_writer,
             self.render,
             self.spec.output,
             commit=commit,

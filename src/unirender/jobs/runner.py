@@ -147,6 +147,10 @@ class JobRunner:
 
     def run(self) -> JobResult:
         started = time.monotonic()
+        if self.spec.output.video is not None:
+            from unirender.jobs.episode_videos import check_video_spec
+
+            check_video_spec(self.spec.output.video)  # a missing codec fails before anything starts
         units = self.family.units(self.spec)
         chunk = self.spec.output.frames_per_shard
         build_digest = self._build_digest()
@@ -172,6 +176,12 @@ class JobRunner:
                 self.spec, self.family, render, self.root, units, ledger.committed, result, player_info,
                 build_digest=build_digest,
             )
+            if self.spec.output.video is not None:
+                from unirender.jobs.episode_videos import finish_videos
+
+                manifest["videos"] = finish_videos(
+                    self.root, self.spec.output.video, units, ledger.committed, chunk
+                )
             write_manifest(self.root, manifest)
             return result
         finally:

@@ -31,6 +31,7 @@ MANIFEST = "manifest.json"
 METADATA = "metadata.jsonl"
 CONTACT_SHEET = "contact_sheet.png"
 ANNOTATIONS_DIR = "annotations"
+VIDEOS_DIR = "videos"  # output.video's files (jobs.episode_videos), and `unirender video`'s
 PLAYER_INFO = "player.json"  # in STATE_DIR
 # What a job owns in its output directory; --no-resume removes exactly these, nothing else.
 OWNED_PATHS = (
@@ -39,6 +40,7 @@ OWNED_PATHS = (
     SHARDS_DIR,
     META_DIR,
     ANNOTATIONS_DIR,
+    VIDEOS_DIR,
     MANIFEST,
     METADATA,
     CONTACT_SHEET,

@@ -40,6 +40,7 @@ from unirender.service.metrics import ServiceMetrics
 from unirender.service.paths import owner_dir
 from unirender.service.policy import ActionPolicy, check_body
 from unirender.service.scopes import Grant, needed
+from unirender.service.session_video import SessionVideos
 from unirender.service.sessions import IdleReaper, SessionRegistry
 from unirender.transport.serving import trust_connection
 
@@ -66,6 +67,9 @@ URLS = Map(
         Rule("/v1/sessions/<session_id>/step", endpoint="step", methods=["POST"]),
         Rule("/v1/sessions/<session_id>/reset", endpoint="reset", methods=["POST"]),
         Rule("/v1/sessions/<session_id>/event", endpoint="last_event", methods=["GET"]),
+        Rule("/v1/sessions/<session_id>/video", endpoint="get_video", methods=["GET"]),
+        Rule("/v1/sessions/<session_id>/video/start", endpoint="start_video", methods=["POST"]),
+        Rule("/v1/sessions/<session_id>/video/stop", endpoint="stop_video", methods=["POST"]),
         Rule("/v1/steps", endpoint="batch_steps", methods=["POST"]),
         Rule("/v1/render", endpoint="render", methods=["POST"]),
         Rule("/v1/jobs", endpoint="list_jobs", methods=["GET"]),
@@ -88,6 +92,8 @@ ENDPOINTS = {
     "last_event": batch_api.last_event, "batch_steps": batch_api.steps,
     "list_jobs": jobs_api.list_jobs, "submit_job": jobs_api.submit_job, "get_job": jobs_api.get_job,
     "cancel_job": jobs_api.cancel_job, "job_manifest": jobs_api.job_manifest,
+    "get_video": sessions_api.get_video, "start_video": sessions_api.start_video,
+    "stop_video": sessions_api.stop_video,
 }  # fmt: skip
 
 
@@ -137,6 +143,7 @@ class ServiceApp:
                                backend=backend,  # job players live where sessions do (local or Ray)
                                store=self.data_root.store, data_root=config.data_root,
                                retention_days=config.job_retention_days)
+        self.session_videos = SessionVideos(config.data_root)  # recordings of sessions (docs/video.md)
         self.reaper = IdleReaper(self.sessions, config.reap_interval_s)
         self._grants = config.grants()
         self.policy = ActionPolicy(config)  # every limit on every action, whichever endpoint it came from

@@ -386,6 +386,37 @@ class EpisodeSpec(_Strict):
         return None
 
 
+class VideoSpec(_Strict):
+    """``output.video``: mp4 files of every episode beside its frames (``videos/<unit>/<camera>.<modality>.mp4``,
+    or one ``tiled.mp4``), encoded while the job renders (docs/video.md)."""
+
+    fps: float = Field(30, gt=0, description="frames per second of the videos")
+    modalities: list[Modality] | None = Field(
+        None, min_length=1, description="which rendered modalities get a video (default: every one rendered)"
+    )
+    cameras: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="which cameras get a video: 'agent' (AI2-THOR's own), a render.cameras name, an ML-Agents "
+        "sensor name (every agent's) or '<sensor>.<agent>' (default: all)",
+    )
+    tile: bool = Field(False, description="one tiled video per episode (the contact sheet's layout) instead")
+    quality: Literal["low", "medium", "high", "best"] = Field(
+        "high", description="x264's constant rate factor 28 / 23 / 18 / 12"
+    )
+    codec: str = Field("h264", min_length=1, description="h264, hevc, av1, vp9 or any FFmpeg video encoder")
+    depth_range: tuple[float, float] | None = Field(
+        None, description="[near, far] for depth's colour scale, one for the whole video (default: per frame)"
+    )
+
+    @field_validator("depth_range")
+    @classmethod
+    def _ordered_range(cls, value):
+        if value is not None and not value[0] < value[1]:
+            raise ValueError(f"near must be below far, got {list(value)}")
+        return value
+
+
 class OutputSpec(_Strict):
     directory: str = Field("out", min_length=1)
     format: Literal["png", "npz", "webdataset"] = "png"
@@ -407,6 +438,15 @@ class OutputSpec(_Strict):
         "(a path into a list of mappings keeps that key of every item)",
     )
     png_compress_level: int = Field(1, ge=0, le=9)
+    video: VideoSpec | None = Field(None, description="mp4 videos of the episodes beside the frames")
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_video(self, handler):
+        # Specs without videos dump (and so hash, and land in manifests) byte for byte as before the field.
+        data = handler(self)
+        if isinstance(data, dict) and data.get("video") is None:
+            data.pop("video", None)
+        return data
 
     @model_validator(mode="after")
     def _depth_encoding_fits_format(self) -> OutputSpec:
@@ -456,6 +496,21 @@ class JobSpec(_Strict):
                 "'flow' cannot be produced for third-party cameras by a Unity build; drop 'flow' or the "
                 "cameras (the builtin player produces both)",
             )
+        return self
+
+    @model_validator(mode="after")
+    def _video_within_render(self) -> JobSpec:
+        video = self.output.video
+        if video is None:
+            return self
+        extra = [m for m in video.modalities or [] if m not in self.render.modalities]
+        if extra:
+            raise _FieldError("output.video.modalities", f"{extra} not rendered (render.modalities: "
+                                                          f"{self.render.modalities})")  # fmt: skip
+        known = ["agent", *(c.name for c in self.render.cameras)]
+        unknown = [c for c in video.cameras or [] if c not in known]
+        if unknown:
+            raise _FieldError("output.video.cameras", f"{unknown}: no such camera (cameras: {known})")
         return self
 
     def controller_kwargs(self) -> dict[str, Any]:
