@@ -103,6 +103,31 @@ def test_a_vector_env_rides_through_a_lost_node(cluster, node_losses, kwargs):
     assert no_actor_left()
 
 
+def test_the_agents_of_one_game_ride_through_a_lost_node(cluster):
+    """``MLAgentsVectorEnv`` (one game's agents as the slots): every slot ends truncated, the cause in each info."""
+    from unirender.gym import MLAgentsVectorEnv
+
+    doomed = add_display_node(cluster)
+    backend = create_backend("ray", wait_timeout=30, start_timeout=120, step_timeout=120, replace_timeout=120)
+    game = {**MLAGENTS, "env": {"UNIRENDER_MLAGENTS_AGENTS": "2"}}
+    envs = MLAgentsVectorEnv(game, action_parts="continuous", backend=backend, resources=DISPLAY)
+    try:
+        envs.reset(seed=0)
+        spare = add_display_node(cluster)
+        cluster.remove_node(doomed)
+        obs, _, terminated, truncated, infos = envs.step(envs.action_space.sample())
+        assert truncated.tolist() == [True, True] and not terminated.any()
+        assert infos["restart_cause"].tolist() == ["node_lost"] * 2
+        assert envs.observation_space.contains(obs)
+        assert backend.sessions()[0].info()["node"] == spare.node_id
+        envs.step(envs.action_space.sample())
+    finally:
+        envs.close()
+        backend.close()
+        remove_all_display_nodes(cluster)
+    assert backend.faults()["truncated:node_lost"] == 1
+
+
 def test_a_session_rides_through_more_lost_nodes_than_ray_restarts(cluster, node_losses):
     """Without gym: each loss is an ``ActorLostError`` (a ``RestartError``, ``cause == "node_lost"``), and Ray's own
     restart count (0 here) does not bound it: the session places its new actor itself."""

@@ -4,9 +4,9 @@ Placement: actors ask ``num_cpus=0`` (a CPU-holding actor silently caps a node a
 ``num_gpus=1`` when the session wants a GPU, and custom resources — ``display`` for players needing an X display, optionally a CPU-share resource — so that admission is counted by what nodes
 declare. A session for which the cluster has no room within ``wait_timeout`` fails with ``CapacityError``.
 
-Failures: a crashed actor or a lost node is restarted by Ray (``max_restarts``) on any node with room; the session
-notices (the call fails, or the actor's incarnation changed), waits for the new actor, starts a fresh player and
-raises ``RestartError`` (episode lost, as locally). When Ray gives up, ``SessionLostError``; ``restart()`` then
+Failures: a crashed actor is restarted by Ray (``max_restarts``; a lost node's actors too when ``replace_timeout``
+is 0); the session notices (the call fails, or the actor's incarnation changed), waits for the new actor, starts a
+fresh player and raises ``RestartError`` (episode lost, as locally). When Ray gives up, ``SessionLostError``; ``restart()`` then
 places a brand-new actor. Every ``ray.get`` is bounded.
 
 A lost *node* is ridden through (docs/cluster.md, "When a Ray node is lost"): the session places a new actor
