@@ -155,12 +155,18 @@ def test_a_session_rides_through_more_lost_nodes_than_ray_restarts(cluster, node
             assert session.restarts == loss and session.info()["node"] == node.node_id
             assert round(session.last_event.metadata["agent"]["rotation"]["y"]) % 360 == 0  # a new player's view
             assert session.step("RotateRight").frame.shape == (64, 64, 3)
+        # A reset caught by the loss is simply done by the new player: a reset's new episode is what was asked.
+        pid, lost, node = session.info()["pid"], node, add_display_node(cluster, displays=1)
+        cluster.remove_node(lost)
+        assert process_gone(pid, within=60)
+        assert round(session.reset().metadata["agent"]["rotation"]["y"]) % 360 == 0
+        assert session.info()["node"] == node.node_id and session.restarts == 3
     finally:
         session.stop()
         backend.close()
         remove_all_display_nodes(cluster)
-    assert backend.faults() == {"nodes_lost": 2, "replaced": 2, "truncated:node_lost": 2}
-    assert len(node_losses()) == 2
+    assert backend.faults() == {"nodes_lost": 3, "replaced": 3, "truncated:node_lost": 3}
+    assert len(node_losses()) == 3
 
 
 def test_no_node_able_to_take_them_is_one_clear_error(cluster):

@@ -6,8 +6,8 @@ declare. A session for which the cluster has no room within ``wait_timeout`` fai
 
 Failures: a crashed actor is restarted by Ray (``max_restarts``; a lost node's actors too when ``replace_timeout``
 is 0); the session notices (the call fails, or the actor's incarnation changed), waits for the new actor, starts a
-fresh player and raises ``RestartError`` (episode lost, as locally). When Ray gives up, ``SessionLostError``; ``restart()`` then
-places a brand-new actor. Every ``ray.get`` is bounded.
+fresh player and raises ``RestartError`` (episode lost, as locally). When Ray gives up, ``SessionLostError``;
+``restart()`` then places a brand-new actor. Every ``ray.get`` is bounded.
 
 A lost *node* is ridden through (docs/cluster.md, "When a Ray node is lost"): the session places a new actor
 itself on a node with room (not Ray's restart, which would wait unbounded for room and use up ``max_restarts``,
@@ -95,7 +95,10 @@ class RaySession(Session):
 
     def reset(self, scene: str | None = None, **initialize_params: Any) -> Event:
         with self._lock:
-            return self._call("reset", scene, initialize_params)
+            try:
+                return self._call("reset", scene, initialize_params)
+            except ActorLostError:  # a new actor took over during the reset: a reset's new episode is what was asked
+                return self._call("reset", scene, initialize_params)
 
     def restart(self) -> Event:
         with self._lock:
