@@ -631,8 +631,9 @@ class BuildStore:
         return build
 
     def import_(self, source: str | os.PathLike, name: str | None = None, *,
-                max_bytes: int = archive.DEFAULT_MAX_BYTES) -> StoredBuild:  # fmt: skip
-        """Import an exported tar; the digest its manifest names must be the digest of what it holds."""
+                max_bytes: int = archive.DEFAULT_MAX_BYTES, expect: str | None = None) -> StoredBuild:  # fmt: skip
+        """Import an exported tar; the digest its manifest names must be the digest of what it holds (and
+        ``expect``, when given: checked before anything is published)."""
         source = Path(source)
         with self._lock(exclusive=False), self._staging() as staging:
             unpacked = staging / "unpacked"
@@ -643,12 +644,14 @@ class BuildStore:
                 raise BuildError(
                     f"{source}: not a build exported by `unirender builds export` (no {EXPORT_MANIFEST})"
                 )
-            expect = "sha256:" + hashlib.sha256(claimed.read_bytes()).hexdigest()
+            claimed_digest = "sha256:" + hashlib.sha256(claimed.read_bytes()).hexdigest()
+            if expect is not None and claimed_digest != expect:
+                raise DigestMismatchError(f"{source.name}: holds build {claimed_digest}, not {expect}")
             (staging / "files").rmdir()
             (unpacked / "files").rename(staging / "files")
             remove_tree(unpacked)
             entries = self._intern_in_place(staging / "files")
-            build = self._publish(staging, entries, source.stem, str(source), expect)
+            build = self._publish(staging, entries, source.stem, str(source), claimed_digest)
         if name:
             self.tag(build.digest, name)
         return self.get(build.digest)
@@ -674,12 +677,8 @@ class BuildStore:
                 given = sha256.strip().lower()
                 if given.removeprefix("sha256:") != upload.sha256:
                     expected_build = given if given.startswith("sha256:") else "sha256:" + given
-            if _is_export(upload.path):
-                build = self.import_(upload.path, max_bytes=max_bytes)
-                if expected_build and build.digest != expected_build:
-                    raise DigestMismatchError(
-                        f"{upload.path.name}: holds build {build.digest}, not {expected_build}"
-                    )
+            if _is_export(upload.path):  # the digest is checked before anything is published
+                build = self.import_(upload.path, max_bytes=max_bytes, expect=expected_build)
             else:
                 build = self.add(upload.path, max_bytes=max_bytes, expect=expected_build, hint=upload.hint)
         except DigestMismatchError as exc:

@@ -29,6 +29,7 @@ from unirender.service import documents, http_format
 from unirender.service.config import OPEN_GRANT, ServiceConfig
 from unirender.service.data_root import DataRoot
 from unirender.service.endpoints import batch as batch_api
+from unirender.service.endpoints import builds as builds_api
 from unirender.service.endpoints import jobs as jobs_api
 from unirender.service.endpoints import meta
 from unirender.service.endpoints import render as render_api
@@ -60,6 +61,9 @@ URLS = Map(
         Rule("/docs", endpoint="docs", methods=["GET"]),
         Rule("/v1/platforms", endpoint="platforms", methods=["GET"]),
         Rule("/v1/builds", endpoint="list_builds", methods=["GET"]),
+        Rule("/v1/builds/<digest>", endpoint="get_build", methods=["GET", "HEAD"]),
+        Rule("/v1/builds/<digest>", endpoint="put_build", methods=["PUT"]),
+        Rule("/v1/builds/<digest>", endpoint="delete_build", methods=["DELETE"]),
         Rule("/v1/sessions", endpoint="list_sessions", methods=["GET"]),
         Rule("/v1/sessions", endpoint="create_session", methods=["POST"]),
         Rule("/v1/sessions/<session_id>", endpoint="get_session", methods=["GET"]),
@@ -86,6 +90,7 @@ PLAYER_PATHS = ("/train", "/ping")
 ENDPOINTS = {
     "root": meta.root, "healthz": meta.healthz, "readyz": meta.readyz, "metrics": meta.metrics,
     "openapi": meta.openapi, "docs": meta.docs, "platforms": meta.platforms, "list_builds": meta.builds,
+    "get_build": builds_api.get_build, "put_build": builds_api.put_build, "delete_build": builds_api.delete_build,
     "list_sessions": sessions_api.list_sessions, "create_session": sessions_api.create_session,
     "get_session": sessions_api.get_session, "delete_session": sessions_api.delete_session, "step": sessions_api.step,
     "reset": sessions_api.reset, "render": render_api.render,
@@ -95,6 +100,14 @@ ENDPOINTS = {
     "get_video": sessions_api.get_video, "start_video": sessions_api.start_video,
     "stop_video": sessions_api.stop_video,
 }  # fmt: skip
+
+
+def body_limit(config: ServiceConfig, path: str, method: str) -> int:
+    """The largest request body ``method path`` may send: a build upload's ``limits.build_bytes``, else
+    ``limits.body_bytes`` (checked from the request's head by the server's channel)."""
+    if method == "PUT" and path.startswith("/v1/builds/"):
+        return config.limits.build_bytes
+    return config.limits.body_bytes
 
 
 def require_scope(grant: Grant, endpoint: str) -> None:

@@ -40,6 +40,10 @@ class Limits(BaseModel):
     jobs_per_token: int = Field(2, ge=1, description="queued or running jobs per token")
     cameras: int = Field(8, ge=0, description="third-party cameras per session (each renders a full frame)")
     agents: int = Field(256, ge=1, description="ML-Agents decision agents per behavior one step may act for")
+    # Build uploads (PUT /v1/builds/{digest}, docs/builds.md "A service's store"): bytes, checked from the head.
+    build_bytes: int = Field(8 * 2**30, ge=1024, description="largest build upload (the archive's bytes)")
+    build_bytes_per_token: int = Field(32 * 2**30, ge=1024, description="all the builds one token uploaded")
+    build_store_bytes: int = Field(128 * 2**30, ge=1024, description="the whole build store, uploads included")
 
 
 def default_data_root() -> Path:
@@ -72,6 +76,8 @@ class ServiceConfig(BaseModel):
         default_factory=list, description="builds of the build store a client may ask for (environment.build), "
         "by name ('kitchen:v1', or 'kitchen' for every tag) or digest ('sha256:...'); docs/builds.md",
     )
+    allow_uploaded_builds: bool = Field(True, description="a build uploaded here (by a token with builds:write) "
+                                        "may be launched like one in allowed_builds")
     build_store: Path | None = Field(None, description="the build store's folder (default: $UNIRENDER_BUILDS, "
                                      "else $XDG_CACHE_HOME/unirender/builds); read-only is enough")
     idle_timeout_s: float = Field(600.0, gt=0, description="sessions idle this long are stopped")

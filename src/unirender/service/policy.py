@@ -59,6 +59,9 @@ def check_body(value: Any) -> None:
                 stack.append((item, (*where, key)))
 
 
+UPLOADED = "uploaded"  # the name an upload is tagged with: uploaded:<token name>-<digest prefix>
+
+
 def build_allowed(allowed: list[str], reference: str, stored) -> bool:
     """Whether ``allowed_builds`` lets a client launch ``stored`` (named ``reference``): by its digest, by the
     name:tag it was asked by or any of its names, or by a bare name (every tag of it)."""
@@ -162,10 +165,17 @@ class ActionPolicy:
             stored = self.build_store.resolve(reference, platform=getattr(env, "platform", None))
         except BuildError as exc:
             raise ApiError(404, "build_not_found", f"environment.build: {exc}", path="environment.build") from None
-        if not build_allowed(self.config.allowed_builds, reference, stored):
+        if not self.may_launch(reference, stored):
             raise ApiError(403, "build_not_allowed", f"build {reference!r} ({stored.digest}) is not allowed here; "
                            f"allowed: {self.config.allowed_builds} (GET /v1/builds lists them)")
         env.build = stored.digest
+
+    def may_launch(self, reference: str, stored) -> bool:
+        """``allowed_builds`` lets a client launch ``stored``, or it was uploaded here (``allow_uploaded_builds``:
+        the upload needed ``builds:write``, the operator's trust decision)."""
+        if build_allowed(self.config.allowed_builds, reference, stored):
+            return True
+        return self.config.allow_uploaded_builds and any(n.startswith(UPLOADED + ":") for n in stored.names)
 
     @property
     def build_store(self):

@@ -55,8 +55,11 @@ def service_channel_class(config: ServiceConfig | None = None, authorize_body=No
     if config is None:
         base = quick_ack_channel_class()
     else:
-        base = quick_ack_channel_class(config.connection_policy, client_body_bytes=config.limits.body_bytes,
-                                       authorize_body=authorize_body)
+        from unirender.service.app import body_limit
+
+        base = quick_ack_channel_class(config.connection_policy,
+                                       client_body_bytes=lambda path, method: body_limit(config, path, method),
+                                       authorize_body=authorize_body)  # fmt: skip
 
     class ServiceChannel(base):
         takes_gathered_body = True  # service.gathered_body: a frame response's pieces, sent as they are
@@ -102,7 +105,7 @@ def waitress_settings(config: ServiceConfig) -> dict:
     settings = waitress_options(config.limits.total_players, config.connection_policy)
     settings.update(
         threads=config.wsgi_threads,
-        max_request_body_size=max(config.player_body_bytes, config.limits.body_bytes),
+        max_request_body_size=max(config.player_body_bytes, config.limits.body_bytes, config.limits.build_bytes),
         connection_limit=config.connection_limit,
         asyncore_use_poll=True,
         expose_tracebacks=False,

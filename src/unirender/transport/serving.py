@@ -191,7 +191,7 @@ class _Refused(Exception):
         self.reason = {401: "Unauthorized", 403: "Forbidden"}.get(status, "Bad Request")
 
 
-def quick_ack_channel_class(policy: ConnectionPolicy | None = None, client_body_bytes: int | None = None,
+def quick_ack_channel_class(policy: ConnectionPolicy | None = None, client_body_bytes=None,
                             authorize_body=None):
     """waitress's channel, tuned for Unity: every read ACKed at once, every small response sent in one write.
 
@@ -202,7 +202,8 @@ def quick_ack_channel_class(policy: ConnectionPolicy | None = None, client_body_
     spec wants one write (2.7), so a head announcing a body is held until the body arrives and joined with it.
 
     Hardening: each connection carries its own idle limit (``policy``; raised by :func:`trust_connection`) and
-    is refused beyond ``policy.per_address`` per remote address; a body over ``client_body_bytes`` to any path
+    is refused beyond ``policy.per_address`` per remote address; a body over ``client_body_bytes`` (bytes, or a
+    function of the path and method: a build upload's limit is not a step's) to any path
     but the players' is refused (413) from its head, before a byte of it is read, and so is a body whose head
     ``authorize_body(path, length, headers, method=)`` finds fault with (it returns ``(status, code, message)`` or None: a client's
     body is not even received before its token is verified); waitress's own errors are the service's JSON
@@ -229,9 +230,10 @@ def quick_ack_channel_class(policy: ConnectionPolicy | None = None, client_body_
         def parse_header(self, header_plus):
             super().parse_header(header_plus)
             length = self.content_length
-            if client_body_bytes is not None and length > client_body_bytes and self.path not in PLAYER_PATHS:
+            limit = client_body_bytes(self.path, self.command) if callable(client_body_bytes) else client_body_bytes
+            if limit is not None and length > limit and self.path not in PLAYER_PATHS:
                 self.error = RequestEntityTooLarge(
-                    f"request body of {length} bytes exceeds the limit of {client_body_bytes} bytes")
+                    f"request body of {length} bytes exceeds the limit of {limit} bytes")
                 self.completed = True
                 return
             if authorize_body is not None and length > 0 and self.path not in PLAYER_PATHS:
@@ -253,6 +255,12 @@ def quick_ack_channel_class(policy: ConnectionPolicy | None = None, client_body_
             environ = super().get_environment()
             environ[CONNECTION_KEY] = self.channel
             return environ
+
+        def finish(self):
+            super().finish()
+            # A response whose head announced a body that never came (HEAD: waitress sends no body) must not
+            # keep its head held: send it now.
+            self.channel.release_held_head()
 
     class JsonErrorTask(ErrorTask):
         def execute(self):
@@ -318,6 +326,11 @@ def quick_ack_channel_class(policy: ConnectionPolicy | None = None, client_body_
                 self.received(tail[:n])
             finally:
                 body.in_place = 0
+
+        def release_held_head(self) -> None:
+            held, self._held_head = self._held_head, None
+            if held is not None:
+                super().write_soon(held)
 
         def write_soon(self, data):
             held = self._held_head

@@ -65,13 +65,10 @@ def platforms(app, request, owner):
 
 
 def builds(app, request, owner):
-    """``GET /v1/builds``: the stored builds this service lets a client launch (``allowed_builds``)."""
-    from unirender.service.policy import build_allowed
-
-    allowed = app.config.allowed_builds
+    """``GET /v1/builds``: the stored builds this service lets a client launch (``allowed_builds``, uploads)."""
     listed = []
-    for build in app.policy.build_store.list() if allowed else []:
-        if build_allowed(allowed, build.digest, build):
+    for build in app.policy.build_store.list():
+        if app.policy.may_launch(build.digest, build):
             listed.append({"name": build.names[0] if build.names else None, "names": list(build.names),
                            "digest": build.digest, "family": build.info.family, "target": build.info.target,
                            "unity_version": build.info.unity_version, "size": build.size})  # fmt: skip

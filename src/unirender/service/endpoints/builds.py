@@ -1,0 +1,142 @@
+"""``/v1/builds/{digest}``: a service's build store over HTTP (issue 34; docs/builds.md, "A service's store").
+
+- ``HEAD``/``GET``: whether the store holds the build / the build as the store's export tar (Range requests
+  answered: a node or a mirror resumes a cut download), for builds the caller may launch;
+- ``PUT`` (scope ``builds:write``): the build's export tar (``unirender builds export``) or a build archive
+  (``.zip``/``.tar.gz``/``.tar.zst``, ``Content-Type`` says which), streamed to disk as it arrives, never whole in
+  memory; the digest in the URL is checked before anything is published (422 ``digest_mismatch``), the store's
+  unsafe-archive rules apply (422 ``unsafe_archive``), a body cut off midway publishes nothing, and two uploads of
+  the same build at once leave one copy. Quotas: one upload, a token's uploads, the whole store (413);
+- ``DELETE`` (scope ``admin``): removes it from the store.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+
+from werkzeug.utils import send_file
+from werkzeug.wrappers import Response
+
+from unirender.service.errors import ApiError
+from unirender.service.policy import UPLOADED
+
+DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+CHUNK = 1 << 20
+ARCHIVES = {"application/x-tar": ".tar", "application/zip": ".zip", "application/gzip": ".tar.gz",
+            "application/zstd": ".tar.zst"}  # fmt: skip
+_export_lock = threading.Lock()
+
+
+def _digest(digest: str) -> str:
+    if not DIGEST.match(digest):
+        raise ApiError(400, "invalid_digest", f"a build digest is sha256:<64 hex digits>, got {digest[:80]!r}")
+    return digest
+
+
+def _launchable(app, digest: str):
+    from unirender.builds import BuildError
+
+    try:
+        stored = app.policy.build_store.get(_digest(digest))
+    except BuildError:
+        stored = None
+    if stored is None or not app.policy.may_launch(digest, stored):
+        raise ApiError(404, "build_not_found", f"no build {digest} that this token may launch here")
+    return stored
+
+
+def get_build(app, request, owner, digest):
+    stored = _launchable(app, digest)
+    if request.method == "HEAD":
+        return Response(status=200, headers={"X-Build-Size": str(stored.size), "X-Build-Family":
+                                             str(stored.info.family)})  # fmt: skip
+    path = _export(app, stored)
+    return send_file(str(path), request.environ, mimetype="application/x-tar", conditional=True,
+                     download_name=f"{digest.removeprefix('sha256:')[:16]}.tar", etag=digest)  # fmt: skip
+
+
+def _export(app, stored) -> Path:
+    """The build's export tar, made once (atomically) in the store's own cache folder."""
+    store = app.policy.build_store
+    folder = Path(store.root) / "exports"
+    path = folder / (stored.digest.removeprefix("sha256:") + ".tar")
+    with _export_lock:
+        if not path.is_file():
+            folder.mkdir(parents=True, exist_ok=True)
+            store.export(stored.digest, path)
+    return path
+
+
+def _owner_tag(owner: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "-", owner)[:100]
+
+
+def _uploaded_bytes(store, owner: str) -> int:
+    prefix = f"{UPLOADED}:{_owner_tag(owner)}-"
+    return sum(b.size for b in store.list() if any(n.startswith(prefix) for n in b.names))
+
+
+def put_build(app, request, owner, digest):
+    from unirender.builds import BuildError, DigestMismatchError, UnsafeArchiveError
+
+    digest = _digest(digest)
+    limits = app.config.limits
+    length = request.content_length
+    if length is None:
+        raise ApiError(411, "length_required", "send the build with a Content-Length (no chunked uploads)")
+    suffix = ARCHIVES.get((request.mimetype or "application/x-tar"), None)
+    if suffix is None:
+        raise ApiError(415, "unsupported_media_type", f"a build upload is one of {', '.join(ARCHIVES)}")
+    store = app.policy.build_store
+    try:
+        existing = store.get(digest)
+    except BuildError:
+        existing = None
+    if existing is not None:  # already here: nothing to receive (the client asks HEAD first, normally)
+        store.tag(digest, f"{UPLOADED}:{_owner_tag(owner)}-{digest[7:19]}")
+        return app.json_response({"digest": digest, "size": existing.size, "created": False})
+    if _uploaded_bytes(store, owner) + length > limits.build_bytes_per_token:
+        raise ApiError(413, "build_quota_exceeded", f"this token's uploads would exceed build_bytes_per_token "
+                       f"({limits.build_bytes_per_token} bytes)")
+    if store.disk_usage() + length > limits.build_store_bytes:
+        raise ApiError(413, "build_store_full", f"the build store would exceed build_store_bytes "
+                       f"({limits.build_store_bytes} bytes)")
+    upload = store.open_upload(suffix=suffix, hint=f"upload{suffix}")
+    received = 0
+    try:
+        stream = request.stream
+        while received < length:
+            data = stream.read(min(CHUNK, length - received))
+            if not data:
+                break
+            upload.write(data)
+            received += len(data)
+    except BaseException:
+        upload.abort()
+        raise
+    if received != length:  # the client went away midway: nothing is published
+        upload.abort()
+        raise ApiError(400, "upload_incomplete", f"the upload ended after {received} of {length} bytes")
+    try:
+        build = store.publish_upload(upload, sha256=digest, max_bytes=limits.build_bytes * 4)
+    except DigestMismatchError as exc:
+        raise ApiError(422, "digest_mismatch", f"the uploaded bytes are not build {digest}: {exc}") from None
+    except UnsafeArchiveError as exc:
+        raise ApiError(422, "unsafe_archive", str(exc)) from None
+    except BuildError as exc:
+        raise ApiError(422, "invalid_build", str(exc)) from None
+    store.tag(build.digest, f"{UPLOADED}:{_owner_tag(owner)}-{digest[7:19]}")
+    return app.json_response({"digest": build.digest, "size": build.size, "created": True}, status=201)
+
+
+def delete_build(app, request, owner, digest):
+    from unirender.builds import BuildError
+
+    try:
+        store = app.policy.build_store
+        store.remove(_digest(digest))
+    except BuildError:
+        raise ApiError(404, "build_not_found", f"no build {digest}") from None
+    return Response(status=204)

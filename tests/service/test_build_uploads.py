@@ -1,0 +1,130 @@
+"""A service's build store over HTTP (issue 34): ``PUT``/``HEAD``/``GET``/``DELETE /v1/builds/{digest}`` on a real
+``unirender serve``: scopes (an upload needs ``builds:write``, refused from the head; deleting needs ``admin``),
+the digest checked before anything is published, a cut upload publishing nothing, concurrent identical uploads
+leaving one copy, quotas, Range downloads, and an uploaded build launched by digest."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+import requests
+
+from fixtures.unity_builds import make_build
+from unirender.builds import BuildStore
+from unirender.client import Client
+
+ALICE, UP, OPS = "alice-bare-token", "uploader-token", "ops-admin-token"
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory):
+    """A fake AI2-THOR build (the reference player behind it) and its export tar, made in a local store."""
+    root = tmp_path_factory.mktemp("local")
+    store = BuildStore(root / "store")
+    stored = store.add(make_build(root / "src", family="ai2thor", player="reference"))
+    tar = root / "build.tar"
+    store.export(stored.digest, tar)
+    return stored.digest, tar.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def service(make_service, tmp_path_factory):
+    store = tmp_path_factory.mktemp("service-store")
+    service = make_service({
+        "tokens": {"alice": ALICE, "up": {"token": UP, "scopes": ["sessions", "builds:write"]},
+                   "ops": {"token": OPS, "scopes": ["admin"]}},
+        "build_store": str(store), "limits": {"build_bytes_per_token": 64 * 2**20},
+    })  # fmt: skip
+    service.store = store
+    return service
+
+
+def call(service, method, path, token, **kwargs):
+    headers = {"Authorization": f"Bearer {token}", **kwargs.pop("headers", {})}
+    return requests.request(method, service.url + path, headers=headers, timeout=120, **kwargs)
+
+
+def published(service) -> list[str]:
+    return [b.digest for b in BuildStore(service.store).list()]
+
+
+def test_an_upload_needs_builds_write_and_the_right_digest(service, build):
+    digest, tar = build
+    assert call(service, "HEAD", f"/v1/builds/{digest}", UP).status_code == 404
+    refused = call(service, "PUT", f"/v1/builds/{digest}", ALICE, data=tar,
+                   headers={"Content-Type": "application/x-tar"})  # fmt: skip
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "insufficient_scope"
+    wrong = "sha256:" + "0" * 64
+    resp = call(service, "PUT", f"/v1/builds/{wrong}", UP, data=tar, headers={"Content-Type": "application/x-tar"})
+    assert resp.status_code == 422 and resp.json()["error"]["code"] == "digest_mismatch", resp.text
+    assert published(service) == []  # checked before anything was published
+    bad = call(service, "PUT", "/v1/builds/latest", UP, data=b"x")
+    assert bad.status_code == 400 and bad.json()["error"]["code"] == "invalid_digest"
+
+
+def test_a_cut_upload_publishes_nothing_and_the_next_one_succeeds(service, build):
+    digest, tar = build
+    host, port = service.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(f"PUT /v1/builds/{digest} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {UP}\r\n"
+                     f"Content-Type: application/x-tar\r\nContent-Length: {len(tar)}\r\n\r\n".encode()
+                     + tar[: len(tar) // 2])  # fmt: skip
+    assert digest not in published(service)
+    results: list[requests.Response] = []
+
+    def upload():
+        results.append(call(service, "PUT", f"/v1/builds/{digest}", UP, data=tar,
+                            headers={"Content-Type": "application/x-tar"}))  # fmt: skip
+
+    threads = [threading.Thread(target=upload) for _ in range(2)]  # two trainers at once
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert sorted(r.status_code for r in results) in ([200, 201], [201, 201]), [r.text for r in results]
+    assert published(service) == [digest]  # one copy
+    assert call(service, "HEAD", f"/v1/builds/{digest}", UP).status_code == 200
+    listed = call(service, "GET", "/v1/builds", ALICE).json()["builds"]
+    assert [b["digest"] for b in listed] == [digest]  # an uploaded build may be launched (allow_uploaded_builds)
+
+
+def test_a_downloaded_build_imports_to_the_same_digest_and_ranges_resume(service, build, tmp_path):
+    digest, tar = build
+    call(service, "PUT", f"/v1/builds/{digest}", UP, data=tar, headers={"Content-Type": "application/x-tar"})
+    whole = call(service, "GET", f"/v1/builds/{digest}", ALICE)
+    assert whole.status_code == 200
+    part = call(service, "GET", f"/v1/builds/{digest}", ALICE, headers={"Range": "bytes=100-"})
+    assert part.status_code == 206 and part.content == whole.content[100:]
+    (tmp_path / "got.tar").write_bytes(whole.content)
+    assert BuildStore(tmp_path / "mirror").import_(tmp_path / "got.tar").digest == digest
+
+
+def test_an_uploaded_build_launches_by_digest(service, build):
+    digest, tar = build
+    call(service, "PUT", f"/v1/builds/{digest}", UP, data=tar, headers={"Content-Type": "application/x-tar"})
+    with Client(service.url, UP) as client:
+        with client.session({"build": digest, "width": 64, "height": 48, "platform": "CloudRendering"},
+                            scene="FloorPlan1") as session:  # fmt: skip
+            assert session.step("RotateRight").frame.shape == (48, 64, 3)
+
+
+def test_deleting_needs_admin_and_quotas_are_413(service, build, make_service, tmp_path):
+    digest, tar = build
+    call(service, "PUT", f"/v1/builds/{digest}", UP, data=tar, headers={"Content-Type": "application/x-tar"})
+    assert call(service, "DELETE", f"/v1/builds/{digest}", UP).status_code == 403
+    assert call(service, "DELETE", f"/v1/builds/{digest}", OPS).status_code == 204
+    assert call(service, "HEAD", f"/v1/builds/{digest}", OPS).status_code == 404
+    small = make_service({"tokens": {"up": {"token": UP, "scopes": ["builds:write"]}},
+                          "build_store": str(tmp_path / "small"), "limits": {"build_bytes": 4096}})  # fmt: skip
+    resp = call(small, "PUT", f"/v1/builds/{digest}", UP, data=tar, headers={"Content-Type": "application/x-tar"})
+    assert resp.status_code == 413, resp.text
+
+
+def test_head_answers_on_every_get_route(service):
+    """A HEAD response announces a body it never sends: the channel must not hold its head back (it did: every
+    HEAD hung until the client gave up)."""
+    for path in ("/healthz", "/v1/platforms", "/v1/sessions"):
+        resp = call(service, "HEAD", path, ALICE)
+        assert resp.status_code == 200 and resp.content == b"", path
