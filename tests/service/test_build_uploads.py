@@ -128,3 +128,37 @@ def test_head_answers_on_every_get_route(service):
     for path in ("/healthz", "/v1/platforms", "/v1/sessions"):
         resp = call(service, "HEAD", path, ALICE)
         assert resp.status_code == 200 and resp.content == b"", path
+
+
+def test_the_service_backend_brings_a_local_build_once(service, tmp_path, monkeypatch):
+    """A trainer names its own build by path: the backend uploads it (the service lacked it) before the first
+    session, a vector env of 2 and a second trainer upload nothing more, and the sessions run it by digest."""
+    from fixtures.unity_builds import executable_of
+    from unirender.cluster import create_backend
+    from unirender.gym import UnityVectorEnv
+
+    monkeypatch.setenv("UNIRENDER_BUILDS", str(tmp_path / "trainer-store"))
+    folder = make_build(tmp_path / "trainer", family="ai2thor", player="reference", variant=7, changed=1)
+    kwargs = {"executable": str(executable_of(folder)), "width": 48, "height": 40, "platform": "CloudRendering"}
+    first = create_backend("service", url=service.url, token=UP)
+    env = UnityVectorEnv(2, kwargs, backend=first)
+    try:
+        env.reset(seed=0)
+        env.step(env.action_space.sample())
+        assert first.uploads == 1
+        (digest,) = first._builds_here
+        assert call(service, "HEAD", f"/v1/builds/{digest}", UP).status_code == 200
+    finally:
+        env.close()
+        first.close()
+    second = create_backend("service", url=service.url, token=UP)
+    session = second.create_session(dict(kwargs))
+    try:
+        assert session.step("RotateRight").frame.shape == (40, 48, 3) and second.uploads == 0
+    finally:
+        second.close()
+    bare = create_backend("service", url=service.url, token=ALICE)  # a bare token may not upload: clear 403
+    other = make_build(tmp_path / "other", family="ai2thor", player="reference", variant=8, changed=1)
+    with pytest.raises(Exception, match="builds:write"):
+        bare.create_session({**kwargs, "executable": str(executable_of(other))})
+    bare.close()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -56,7 +57,7 @@ def _refuse(family: str, keys: list[str], why: str) -> None:
 
 # AI2-THOR: Controller kwargs the service's EnvironmentSpec sets (Controller name -> spec name).
 _AI2THOR_ENVIRONMENT = {
-    "executable": "executable", "width": "width", "height": "height", "server": "transport", "quality": "quality",
+    "executable": "executable", "build": "build", "width": "width", "height": "height", "server": "transport", "quality": "quality",
     "platform": "platform", "headless": "headless", "gpu_device": "gpu_device", "x_display": "x_display",
     "server_timeout": "server_timeout", "server_start_timeout": "server_start_timeout",
     "max_restarts": "max_restarts",
@@ -100,7 +101,7 @@ def ai2thor_session_body(kwargs: dict) -> dict:
     return {"environment": environment, "render": render, "scene": scene, "auto_restart": restarts > 0}
 
 
-_MLAGENTS_ENVIRONMENT = ("executable", "width", "height", "time_scale", "quality_level", "platform", "x_display",
+_MLAGENTS_ENVIRONMENT = ("executable", "build", "width", "height", "time_scale", "quality_level", "platform", "x_display",
                          "gpu_device", "timeout", "start_timeout", "max_restarts", "layout", "args", "env")
 
 
@@ -424,6 +425,67 @@ class ServiceBackend(SessionBackend):
         self._faults: dict[str, int] = {}
         self._faults_lock = threading.Lock()
         self._outage_since: float | None = None  # when the current outage began (one log line per outage)
+        self._builds_here: set[str] = set()  # digests the service is known to hold
+        self.uploads = 0  # builds this backend uploaded to the service
+        self._builds_lock = threading.Lock()
+
+    # -- the trainer's build on the render host (docs/builds.md, "A service's store over HTTP") -------------------
+    def bring_build(self, kwargs: dict) -> dict:
+        """``kwargs`` naming a build of this machine (``build=`` a store reference, or ``executable=`` a path that
+        exists here) -> the same kwargs naming it by digest on the service, after making sure the service holds
+        it: the digest is computed here (cached), ``HEAD /v1/builds/{digest}`` asked, and the build uploaded
+        (``PUT``, needs the token's ``builds:write``) only when the service lacks it, once per backend. ``builtin``
+        and paths that do not exist here (a path on the render host, as before) are left as they are."""
+        reference, executable = kwargs.get("build"), kwargs.get("executable")
+        if reference is None and (not isinstance(executable, str | os.PathLike) or os.fspath(executable) == "builtin"
+                                  or not os.path.isfile(executable)):  # fmt: skip
+            return kwargs
+        from unirender.builds import BuildStore
+        from unirender.builds.resolve import build_folder
+
+        store = BuildStore()
+        if reference is not None:
+            if str(reference).startswith("sha256:") and not (store.builds_dir / str(reference)[7:]).is_dir():
+                return kwargs  # a digest this machine does not hold: the service may (it says so if not)
+            digest = store.resolve(str(reference)).digest
+        else:
+            digest = store.digest_folder(build_folder(executable))
+        with self._builds_lock:
+            if digest not in self._builds_here:
+                if not self._service_has(digest):
+                    if reference is None:
+                        store.add(build_folder(executable))
+                    self._upload(store, digest)
+                self._builds_here.add(digest)
+        out = {k: v for k, v in kwargs.items() if k not in ("build", "executable")}
+        out["build"] = digest
+        return out
+
+    def _service_has(self, digest: str) -> bool:
+        try:
+            self.client.request("HEAD", f"/v1/builds/{digest}")
+        except Exception as exc:
+            if getattr(exc, "status", None) == 404:
+                return False
+            raise self._local(exc) from exc
+        return True
+
+    def _upload(self, store, digest: str) -> None:
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="unirender-upload-") as tmp:
+            tar = os.path.join(tmp, "build.tar")
+            store.export(digest, tar)
+            with open(tar, "rb") as body:
+                resp = self.client._http.put(f"{self.client.url}/v1/builds/{digest}", data=body, timeout=None,
+                                             headers={"Content-Type": "application/x-tar",
+                                                      "Content-Length": str(os.path.getsize(tar))})  # fmt: skip
+        if resp.status_code >= 300:
+            from unirender.client import _error_from_response
+
+            raise self._local(_error_from_response(resp))
+        self.uploads += 1
+        log.info("uploaded build %s to %s", digest, self.client.url)
 
     # -- riding through outages (docs/cluster.md, "When the render host goes away") ---------------------------
     def await_session(self, remote_id: str | None, cause: BaseException, deadline: float) -> dict | None:
@@ -508,6 +570,7 @@ class ServiceBackend(SessionBackend):
         if resources is not None and resources.gpu is not None and kwargs.get("gpu_device") is None:
             kwargs["gpu_device"] = resources.gpu
         family = family_of(kwargs)
+        kwargs = self.bring_build(kwargs)
         body = SESSION_BODIES[family](kwargs)
         session = ServiceSession(self, session_id or new_session_id(), resources or Resources(), family, body)
         self._register(session)
