@@ -88,7 +88,9 @@ class ObservationDescription:
     ``key``: where it is found: an AI2-THOR frame attribute (``frame``, ``depth_frame``, ``third_party_camera_frames.0``)
     or ``<behavior>/<sensor>`` for ML-Agents. ``kind``: ``image`` (``shape`` is H, W[, C] as handed to users:
     HWC uint8 for colour, H, W float32 for depth) or ``vector``. ``camera``: a rendered camera view (a flat one
-    means no GPU context or ``-nographics``). ``behavior``: the ML-Agents behavior it belongs to.
+    means no GPU context or ``-nographics``). ``behavior``: the ML-Agents behavior it belongs to. ``layout``: an
+    ML-Agents camera's ``HWC`` or ``CHW``, how the game lays out its float observation (``obs``; its frames and
+    ``shape`` are HWC whatever the layout), so a remote event lays its ``obs`` out as a local one.
     """
 
     key: str
@@ -97,6 +99,7 @@ class ObservationDescription:
     dtype: str
     camera: bool = False
     behavior: str | None = None
+    layout: Literal["HWC", "CHW"] | None = None
 
 
 @dataclass(frozen=True)

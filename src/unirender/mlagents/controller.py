@@ -174,8 +174,10 @@ class MLAgentsController(RestartWindow):
             for obs in spec.observation_specs:
                 key = f"{name}/{obs.name}"
                 if obs.is_visual:
-                    observations.append(ObservationDescription(key, "image", O.hwc_shape(obs.shape, obs.layout or layout),
-                                                               "uint8", camera=True, behavior=name))  # fmt: skip
+                    sensor_layout = obs.layout or layout
+                    observations.append(ObservationDescription(key, "image", O.hwc_shape(obs.shape, sensor_layout),
+                                                               "uint8", camera=True, behavior=name,
+                                                               layout=sensor_layout))  # fmt: skip
                 else:
                     observations.append(ObservationDescription(key, "vector", tuple(obs.shape), "float32",
                                                                behavior=name))  # fmt: skip

@@ -61,6 +61,7 @@ SPEC_FAMILIES: dict[str, SpecFamily] = {
     ),
 }
 JOB_MODELS: tuple[type[BaseModel], ...] = tuple(f.job_model for f in SPEC_FAMILIES.values())
+ENVIRONMENT_MODELS: tuple[type[BaseModel], ...] = tuple(f.environment_model for f in SPEC_FAMILIES.values())
 
 
 def spec_family(spec_or_name: Any) -> SpecFamily:
