@@ -22,6 +22,7 @@ from unirender._process import ManagedProcess, RestartBudget, RestartWindow, in_
 from unirender.errors import ActionError, PlayerCrashedError, PlayerError, RestartError, raising
 from unirender.protocol import ProtocolError, build_event
 from unirender.protocol.images import parse_depth_format
+from unirender.protocol.state import normalize_action
 from unirender.simulator import (
     AI2THOR,
     BUILTIN,
@@ -186,13 +187,13 @@ class Controller(RestartWindow):
         return lambda: self._guarded(lambda: self._received(command, raise_for_failure))
 
     def _step_command(self, action, kwargs) -> tuple[dict, bool]:
-        if isinstance(action, dict):
-            command = dict(action)
-            command.update(kwargs)
-        elif action is None:
-            command = dict(kwargs)
-        else:
-            command = {"action": action, **kwargs}
+        """The AI2-THOR family's action normalisation (``normalize_action``: the one the remote session shares),
+        done here once for every backend; a copy, as the command is changed below."""
+        if action is not None and not isinstance(action, str | dict):
+            raise ValueError(f"step() needs an action name, got {action!r}")
+        command = normalize_action(action, kwargs)
+        if command is action:
+            command = dict(command)
         if not isinstance(command.get("action"), str):
             raise ValueError(f"step() needs an action name, got {command.get('action')!r}")
         raise_for_failure = bool(command.pop("raise_for_failure", False))

@@ -24,7 +24,7 @@ it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from importlib import import_module
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -158,6 +158,15 @@ class Simulator(Protocol):
     def describe(self) -> Description: ...
 
     def stop(self) -> None: ...
+
+
+@runtime_checkable
+class SplitStepSimulator(Protocol):
+    """The optional capability of a simulator whose step can be split in two: ``begin_step(action)`` sends the
+    action now and returns a function that receives its event (or raises what ``step`` would). AI2-THOR's
+    ``Controller`` has it; a session asks once, when its player starts, and steps one without it on a thread."""
+
+    def begin_step(self, action: Any = None, **kwargs: Any) -> Callable[[], Any]: ...
 
 
 def describe_placement(controller: Any) -> dict:

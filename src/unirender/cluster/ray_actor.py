@@ -104,9 +104,10 @@ class SessionActor:
         event = getattr(self._controller, "last_event", None)
         return self.placed(), (self._events.pack(event) if event is not None else None)
 
-    def step(self, incarnation: str, action: dict) -> tuple[dict, dict]:
+    def step(self, incarnation: str, action: Any, kwargs: dict) -> Any:
+        """The family's action as the session was given it (the simulator normalises it)."""
         self._check(incarnation)
-        return self._events.pack(self._ensure_started().step(action))
+        return self._events.pack(self._ensure_started().step(action, **kwargs))
 
     def reset(self, incarnation: str, scene: str | None, params: dict) -> tuple[dict, dict]:
         self._check(incarnation)

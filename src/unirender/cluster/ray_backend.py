@@ -24,12 +24,12 @@ from unirender.cluster.base import (
     RESTARTING,
     STOPPED,
     CapacityError,
+    EventT,
     Resources,
     Session,
     SessionBackend,
     SessionLostError,
     new_session_id,
-    normalize_action,
 )
 from unirender.cluster.ray_actor import IncarnationChanged, SessionActor
 from unirender.cluster.simulators import RAY_RUNTIME_ENV, event_codec, flat_first_frame
@@ -37,7 +37,6 @@ from unirender.errors import PlayerError, PlayerTimeoutError, RestartError
 from unirender.simulator import family_of
 
 if TYPE_CHECKING:
-    from unirender.protocol.event import Event
     from unirender.simulator import Description
 
 
@@ -50,7 +49,7 @@ INLINE_FRAMES_SYSTEM_CONFIG = {
 }
 
 
-class RaySession(Session):
+class RaySession(Session[EventT]):
     backend_name = "ray"
 
     def __init__(self, backend: RayBackend, session_id: str, resources: Resources, kwargs: dict):
@@ -68,16 +67,15 @@ class RaySession(Session):
         return self._actor
 
     # -- Session ---------------------------------------------------------------------------------------------
-    def step(self, action: dict | str | None = None, **kwargs: Any) -> Event:
-        action = normalize_action(action, kwargs)
+    def step(self, action: Any = None, **kwargs: Any) -> EventT:
         with self._lock:
-            return self._call("step", action)
+            return self._call("step", action, kwargs)
 
-    def reset(self, scene: str | None = None, **initialize_params: Any) -> Event:
+    def reset(self, scene: str | None = None, **initialize_params: Any) -> EventT:
         with self._lock:
             return self._call("reset", scene, initialize_params)
 
-    def restart(self) -> Event:
+    def restart(self) -> EventT:
         with self._lock:
             self._check_open()
             self.state = RESTARTING
@@ -172,7 +170,7 @@ class RaySession(Session):
                 raise cause from None
             raise
 
-    def _call(self, method: str, *args: Any) -> Event:
+    def _call(self, method: str, *args: Any) -> EventT:
         self._check_open()
         if self.state == LOST:
             raise SessionLostError(f"session {self.id}: its Ray actor is gone; call restart()")

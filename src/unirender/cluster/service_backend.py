@@ -34,7 +34,6 @@ from unirender.cluster.base import (
     SessionBackend,
     SessionLostError,
     new_session_id,
-    normalize_action,
     stop_quietly,
 )
 from unirender.errors import PlayerError, RestartError
@@ -194,20 +193,14 @@ class ServiceSession(Session):
 
     # -- Session ---------------------------------------------------------------------------------------------
     def step(self, action: Any = None, **kwargs: Any) -> Any:
-        if self.family == AI2THOR:
-            action = normalize_action(action, kwargs)
         with self._lock:
             self._check_ready()
-            return self._done(self._call(lambda: self.remote.step(action)))
+            return self._done(self._call(lambda: self.remote.step(action, **kwargs)))
 
     def reset(self, scene: str | None = None, **initialize_params: Any) -> Any:
         with self._lock:
             self._check_ready()
-            if self.family == AI2THOR:
-                return self._done(self._call(lambda: self.remote.reset(scene, **initialize_params)))
-            if scene is not None:
-                raise ValueError("an ML-Agents game has no scenes: reset(None, **environment_parameters)")
-            return self._done(self._call(lambda: self.remote.reset(**initialize_params)))
+            return self._done(self._call(lambda: self.remote.reset(scene, **initialize_params)))
 
     def restart(self) -> Any:
         with self._lock:
@@ -342,7 +335,7 @@ class ServiceBackend(SessionBackend):
                 except Exception as exc:  # noqa: BLE001 - this session's outcome
                     results[i] = exc
                     continue
-                ready.append((i, session, normalize_action(action, {}) if session.family == AI2THOR else action))
+                ready.append((i, session, action))  # as the session's remote adapter takes it (action_body)
             try:
                 answers = self.client.step_many([(s.remote, a) for _, s, a in ready]) if ready else []
             except Exception:  # noqa: BLE001 - refused whole: each steps alone below
