@@ -425,33 +425,26 @@ class Controller(RestartWindow):
         return self.last_event
 
     # -- failure handling ---------------------------------------------------------------------------------------
+    # Crash supervision (RestartWindow._supervised): a hung player, garbage on the wire, a wrong token: unusable.
+    _crash_error, _restarted_error = PlayerCrashedError, RestartError
+    _unusable_errors, _noted_errors = (PlayerError, ProtocolError), (ProtocolError,)
+
     def _guarded(self, operation):
         """Run one exchange; on a crash restart (bounded) and raise RestartError; on a hang or garbage, stop."""
         if self._stopped:
             raise PlayerError("this Controller is stopped; create a new one", log_path=self.log_path)
-        try:
-            return operation()
-        except PlayerCrashedError as crash:
-            self._shutdown_player()
-            if not self.restarts.take():
-                self.stop()
-                crash.add_note(f"unirender: not restarted: {self.restarts.describe()} already")
-                raise
-            try:
-                self._launch()
-                self._restore()
-            except BaseException as exc:
-                self.stop()
-                raise exc from crash
-            raise RestartError(
-                f"the player crashed and was restarted ({len(self.restarts)} of max {self.max_restarts} within "
-                f"{self.restart_window_s:g} s); the episode is lost, start it again. Cause: {crash}"
-            ) from crash
-        except (PlayerError, ProtocolError) as exc:  # hung player, garbage on the wire, wrong token: unusable now
-            if isinstance(exc, ProtocolError):
-                exc.add_note(f"unirender: the controller was stopped; player log: {self.log_path}")
-            self.stop()
-            raise
+        return self._supervised(operation)
+
+    def _relaunch(self) -> None:
+        self._launch()
+        self._restore()
+
+    def _end(self) -> None:
+        self.stop()
+
+    def _restarted_message(self, crash: BaseException) -> str:
+        return (f"the player crashed and was restarted ({len(self.restarts)} of max {self.max_restarts} within "
+                f"{self.restart_window_s:g} s); the episode is lost, start it again. Cause: {crash}")  # fmt: skip
 
     def _restore(self) -> None:
         """After a relaunch: same size, same scene, same Initialize parameters (protocol.md 6.7)."""

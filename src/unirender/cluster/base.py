@@ -123,13 +123,6 @@ class Session(Generic[EventT]):
     def reset(self, scene: str | None = None, **initialize_params: Any) -> EventT:
         raise NotImplementedError
 
-    def restart(self) -> EventT:
-        """Start a fresh player for this session (after ``SessionLostError``); returns its first event."""
-        raise NotImplementedError
-
-    def stop(self) -> None:
-        raise NotImplementedError
-
     def describe(self) -> Description:
         """The session's :class:`unirender.simulator.Description` (its player's actions and observations)."""
         raise NotImplementedError
@@ -137,6 +130,53 @@ class Session(Generic[EventT]):
     def _placement_info(self) -> dict:
         """platform, device, node, pid, ... as known to the backend."""
         return {}
+
+    # -- the player's lifecycle: written once here, the backends fill in the hooks ---------------------------
+    def _start_player(self) -> None:
+        """Start a player for this session (bounded by the backend's timeouts): ``last_event`` its first event,
+        ``state`` READY; raises what the player's start raises."""
+        raise NotImplementedError
+
+    def _detach_player(self) -> Any:
+        """The session's player (None when it has none), no longer the session's (called under the lock)."""
+        raise NotImplementedError
+
+    def _discard_player(self, player: Any) -> None:
+        """End a detached player at once, whatever state it is in (a restart's old player)."""
+        stop_quietly(player)
+
+    def _stop_player(self, player: Any) -> None:
+        """End a detached player when the session stops (a backend may first ask it to stop cleanly)."""
+        self._discard_player(player)
+
+    def _released(self) -> None:
+        """The session is over: give back what the backend holds for it (its registration, its slot)."""
+
+    def restart(self) -> EventT:
+        """Start a fresh player for this session (after ``SessionLostError``); returns its first event."""
+        with self._lock:
+            self._check_open()
+            self.state = RESTARTING
+            self._discard_player(self._detach_player())
+            try:
+                self._start_player()
+            except BaseException:
+                self.state = LOST
+                raise
+            self.restarts += 1
+            return self.last_event
+
+    def stop(self) -> None:
+        """Stop the player and end the session; idempotent."""
+        with self._lock:
+            if self.state == STOPPED:
+                return
+            self.state = STOPPED
+            player = self._detach_player()
+        try:
+            self._stop_player(player)
+        finally:
+            self._released()
 
     # -- shared ----------------------------------------------------------------------------------------
     def info(self) -> dict:
@@ -252,6 +292,20 @@ class SessionBackend:
                 pass
 
     # -- helpers for subclasses ------------------------------------------------------------------------
+    def _start_session(self, session: Session) -> None:
+        """Register ``session`` and start its player; on any failure the session is stopped and released."""
+        try:
+            self._register(session)
+        except BaseException:
+            session._released()
+            raise
+        try:
+            session._start_player()
+        except BaseException:
+            session.state = STOPPED
+            session._released()
+            raise
+
     def _register(self, session: Session) -> None:
         with self._sessions_lock:
             if session.id in self._sessions:

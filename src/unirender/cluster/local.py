@@ -17,8 +17,6 @@ from typing import TYPE_CHECKING, Any
 from unirender.cluster.base import (
     LOST,
     READY,
-    RESTARTING,
-    STOPPED,
     EventT,
     Resources,
     Session,
@@ -126,31 +124,16 @@ class LocalSession(Session[EventT]):
         self.last_event = event
         return event
 
-    def restart(self) -> EventT:
-        with self._lock:
-            self._check_open()
-            self.state = RESTARTING
-            stop_quietly(self._controller)
-            self._controller, self._begin_step = None, None
-            try:
-                controller = self._backend._launch(self._kwargs)
-            except BaseException:
-                self.state = LOST
-                raise
-            self.restarts += 1
-            self._attach(controller)
-            return self.last_event
+    # -- the lifecycle's hooks (Session.restart/stop) ----------------------------------------------------------
+    def _start_player(self) -> None:
+        self._attach(self._backend._launch(self._kwargs))
 
-    def stop(self) -> None:
-        with self._lock:
-            if self.state == STOPPED:
-                return
-            self.state = STOPPED
-            controller, self._controller, self._begin_step = self._controller, None, None
-        try:
-            stop_quietly(controller)
-        finally:
-            self._backend._release(self)
+    def _detach_player(self) -> Any:
+        controller, self._controller, self._begin_step = self._controller, None, None
+        return controller
+
+    def _released(self) -> None:
+        self._backend._release(self)
 
     def describe(self) -> Description:
         with self._lock:
@@ -218,17 +201,7 @@ class LocalBackend(SessionBackend):
         if slot.gpu is not None:
             kwargs["gpu_device"] = slot.gpu
         session = LocalSession(self, session_id or new_session_id(), resources, slot, kwargs)
-        try:
-            self._register(session)
-        except BaseException:
-            self.placement.release(slot)
-            raise
-        try:
-            session._attach(self._launch(kwargs))
-        except BaseException:
-            session.state = STOPPED
-            self._release(session)
-            raise
+        self._start_session(session)
         try:
             flat_first_frame(session)
         except BaseException:  # warnings turned into errors

@@ -22,7 +22,6 @@ from unirender.cluster.base import (
     LOST,
     READY,
     RESTARTING,
-    STOPPED,
     CapacityError,
     EventT,
     Resources,
@@ -75,33 +74,31 @@ class RaySession(Session[EventT]):
         with self._lock:
             return self._call("reset", scene, initialize_params)
 
-    def restart(self) -> EventT:
-        with self._lock:
-            self._check_open()
-            self.state = RESTARTING
-            self._kill_actor()
-            try:
-                self._place_and_start()
-            except BaseException:
-                self.state = LOST
-                raise
-            self.restarts += 1
-            return self.last_event
+    # -- the lifecycle's hooks (Session.restart/stop) ----------------------------------------------------------
+    def _start_player(self) -> None:
+        self._place_and_start()
 
-    def stop(self) -> None:
-        with self._lock:
-            if self.state == STOPPED:
-                return
-            self.state = STOPPED
+    def _detach_player(self) -> Any:
+        actor, self._actor = self._actor, None
+        return actor
+
+    def _discard_player(self, actor: Any) -> None:
+        if actor is not None:
             try:
-                if self._actor is not None:
-                    try:
-                        ray.get(self._actor.stop.remote(), timeout=self._backend.stop_timeout)
-                    except Exception:
-                        pass  # dead, restarting or stuck: the kill below ends it, player included
-                self._kill_actor()
-            finally:
-                self._backend._forget(self)
+                ray.kill(actor, no_restart=True)  # the player goes with it (its process group)
+            except Exception:
+                pass
+
+    def _stop_player(self, actor: Any) -> None:
+        if actor is not None:
+            try:
+                ray.get(actor.stop.remote(), timeout=self._backend.stop_timeout)
+            except Exception:
+                pass  # dead, restarting or stuck: the kill below ends it, player included
+        self._discard_player(actor)
+
+    def _released(self) -> None:
+        self._backend._forget(self)
 
     def describe(self) -> Description:
         with self._lock:
@@ -248,13 +245,6 @@ class RaySession(Session[EventT]):
         self._placed = placed
         self.last_event = self._events.unpack(packed) if packed is not None else None
 
-    def _kill_actor(self) -> None:
-        actor, self._actor = self._actor, None
-        if actor is not None:
-            try:
-                ray.kill(actor, no_restart=True)
-            except Exception:
-                pass
 
 
 def _first_line(exc: BaseException) -> str:
@@ -379,13 +369,7 @@ class RayBackend(SessionBackend):
         self._check_open()
         kwargs = {**self.controller_defaults, **controller_kwargs}
         session = RaySession(self, session_id or new_session_id(), resources or Resources(), kwargs)
-        self._register(session)
-        try:
-            session._place_and_start()
-        except BaseException:
-            session.state = STOPPED
-            self._forget(session)
-            raise
+        self._start_session(session)
         try:
             flat_first_frame(session)
         except BaseException:  # warnings turned into errors

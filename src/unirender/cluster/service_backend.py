@@ -26,8 +26,6 @@ import requests
 from unirender.cluster.base import (
     LOST,
     READY,
-    RESTARTING,
-    STOPPED,
     CapacityError,
     Resources,
     Session,
@@ -178,7 +176,8 @@ class ServiceSession(Session):
         self._body = body
         self.remote: Any = None  # the client's RemoteSession / RemoteMLAgentsSession
 
-    def _open(self) -> None:
+    # -- the lifecycle's hooks (Session.restart/stop) ----------------------------------------------------------
+    def _start_player(self) -> None:
         try:
             remote = self._backend.client.session(**self._body)
         except Exception as exc:
@@ -202,30 +201,12 @@ class ServiceSession(Session):
             self._check_ready()
             return self._done(self._call(lambda: self.remote.reset(scene, **initialize_params)))
 
-    def restart(self) -> Any:
-        with self._lock:
-            self._check_open()
-            self.state = RESTARTING
-            old, self.remote = self.remote, None
-            stop_quietly(old)
-            try:
-                self._open()
-            except BaseException:
-                self.state = LOST
-                raise
-            self.restarts += 1
-            return self.last_event
+    def _detach_player(self) -> Any:
+        remote, self.remote = self.remote, None
+        return remote
 
-    def stop(self) -> None:
-        with self._lock:
-            if self.state == STOPPED:
-                return
-            self.state = STOPPED
-            remote, self.remote = self.remote, None
-        try:
-            stop_quietly(remote)
-        finally:
-            self._backend._forget(self)
+    def _released(self) -> None:
+        self._backend._forget(self)
 
     def describe(self) -> Description:
         with self._lock:
@@ -303,13 +284,7 @@ class ServiceBackend(SessionBackend):
         family = family_of(kwargs)
         body = SESSION_BODIES[family](kwargs)
         session = ServiceSession(self, session_id or new_session_id(), resources or Resources(), family, body)
-        self._register(session)
-        try:
-            session._open()
-        except BaseException:
-            session.state = STOPPED
-            self._forget(session)
-            raise
+        self._start_session(session)
         return session
 
     steps_together = True
