@@ -13,8 +13,6 @@ file:line and "did you mean" errors.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
@@ -29,7 +27,14 @@ from pydantic import (
 
 from unirender.simulator import MLAGENTS
 from unirender.spec.errors import _FieldError, did_you_mean
-from unirender.spec.models import ALLOW_FLAT_CAMERAS_HELP, BUILTIN, OutputSpec, _Strict, without_unset_flag
+from unirender.spec.models import (
+    ALLOW_FLAT_CAMERAS_HELP,
+    BUILTIN,
+    JobSpecBase,
+    OutputSpec,
+    _Strict,
+    without_unset_flag,
+)
 from unirender.spec.sources import raise_problems
 
 # What the builtin reference player's ML-Agents game (ReachTarget) has; checked at load time for it.
@@ -275,8 +280,11 @@ class RecordSpec(_Strict):
         return without_unset_flag(self, handler(self))
 
 
-class MLAgentsJobSpec(_Strict):
+class MLAgentsJobSpec(JobSpecBase):
     family: ClassVar[str] = MLAGENTS
+    # time_scale stays in the hash: a game may depend on it
+    volatile_environment_keys: ClassVar[tuple[str, ...]] = ("timeout", "start_timeout", "max_restarts")
+    flat_cameras_section: ClassVar[str] = "record"
 
     version: Literal[1] = 1
     name: str = Field("job", pattern=r"^[A-Za-z0-9_.\-]+$", max_length=100)
@@ -287,27 +295,8 @@ class MLAgentsJobSpec(_Strict):
     workers: int | Literal["auto"] = Field("auto", description="games run side by side")
     max_episode_retries: int = Field(2, ge=0, le=100)
 
-    @field_validator("workers")
-    @classmethod
-    def _positive_workers(cls, value):
-        if isinstance(value, int) and value < 1:
-            raise ValueError("must be at least 1, or 'auto'")
-        return value
-
     def controller_kwargs(self) -> dict[str, Any]:
         return self.environment.controller_kwargs()
-
-    def content_hash(self) -> str:
-        """Hash of everything that may decide the dataset's bytes (not where it goes, how many workers, timeouts)."""
-        data = self.model_dump(mode="json")
-        data["output"].pop("directory")
-        data["record"].pop("allow_flat_cameras", None)  # whether a job may go on, not what it writes
-        for key in ("workers", "max_episode_retries", "name"):
-            data.pop(key)
-        for key in ("timeout", "start_timeout", "max_restarts"):  # time_scale stays: a game may depend on it
-            data["environment"].pop(key)
-        blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
-        return hashlib.sha256(blob).hexdigest()
 
 
 def check_builtin_record(spec: MLAgentsJobSpec) -> None:
