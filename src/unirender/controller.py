@@ -268,14 +268,7 @@ class Controller(RestartWindow):
     def _resolve_platform(self):
         from unirender.platforms import PlatformRequest, resolve
 
-        request = PlatformRequest(
-            width=self.width,
-            height=self.height,
-            x_display=self.x_display,
-            headless=self.headless,
-            gpu_device=self.gpu_device,
-            builtin=self.builtin,
-        )
+        request = PlatformRequest.of(self, headless=self.headless, builtin=self.builtin)
         return resolve(request, platform=self.platform_choice or "auto")
 
     def unity_args(self) -> list[str]:

@@ -234,8 +234,7 @@ class MLAgentsController(RestartWindow):
     def _resolve_platform(self):
         from unirender.platforms import PlatformRequest, resolve
 
-        request = PlatformRequest(width=self.width, height=self.height, x_display=self.x_display,
-                                  headless=self.no_graphics, gpu_device=self.gpu_device, builtin=self.builtin)  # fmt: skip
+        request = PlatformRequest.of(self, headless=self.no_graphics, builtin=self.builtin)
         return resolve(request, platform=self.platform_choice or "auto")
 
     def player_args(self, port: int) -> list[str]:

@@ -13,7 +13,7 @@ file:line and "did you mean" errors.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BeforeValidator,
@@ -36,6 +36,9 @@ from unirender.spec.models import (
     without_unset_flag,
 )
 from unirender.spec.sources import raise_problems
+
+if TYPE_CHECKING:
+    from unirender.platforms import PlatformRequest
 
 # What the builtin reference player's ML-Agents game (ReachTarget) has; checked at load time for it.
 BUILTIN_SENSORS = ("CameraSensor", "VectorSensor_size8")
@@ -317,14 +320,8 @@ def check_builtin_record(spec: MLAgentsJobSpec) -> None:
     raise_problems(spec, problems)
 
 
-def platform_request(spec: MLAgentsJobSpec) -> dict[str, Any]:
-    """The ``unirender.platforms.PlatformRequest`` fields of the job's games (their cameras always render)."""
-    env = spec.environment
-    return {
-        "width": env.width,
-        "height": env.height,
-        "x_display": env.x_display,
-        "headless": False,
-        "gpu_device": env.gpu_device,
-        "builtin": env.is_builtin,
-    }
+def platform_request(spec: MLAgentsJobSpec) -> PlatformRequest:
+    """The :class:`~unirender.platforms.PlatformRequest` of the job's games (their cameras always render)."""
+    from unirender.platforms import PlatformRequest
+
+    return PlatformRequest.of(spec.environment, headless=False, builtin=spec.environment.is_builtin)
