@@ -262,14 +262,14 @@ class MLAgentsFamily:
             from unirender.spec.mlagents import resolve_parameters
 
             kwargs["environment_parameters"] = resolve_parameters(body.environment.environment_parameters, 0)
-        entry = app.sessions.create(owner, kwargs, body.model_dump(mode="json"), auto_restart=body.auto_restart)
-        try:
-            entry.adapter = MLAgentsSession(body.record, entry.session.describe())
-            _check_record(body.record, entry.adapter.specs)
-        except BaseException:
-            app.sessions.delete(owner, entry.id, "its record section names what the game does not have")
-            raise
-        return entry
+
+        def adapt(entry: Any) -> MLAgentsSession:
+            adapter = MLAgentsSession(body.record, entry.session.describe())
+            _check_record(body.record, adapter.specs)
+            return adapter
+
+        return app.sessions.create(owner, kwargs, body.model_dump(mode="json"), auto_restart=body.auto_restart,
+                                   adapt=adapt, failure="its record section names what the game does not have")
 
     def render(self, app: Any, owner: str, data: Any, fmt: str, json_as_sent: bool) -> list[dict]:
         from unirender.jobs.mlagents_episodes import MLAgentsSeat, expand_mlagents_units, run_mlagents_frames
