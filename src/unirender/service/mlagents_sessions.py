@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import Field
 
 from unirender.errors import SpecError
-from unirender.jobs.mlagents_episodes import frame_of
+from unirender.jobs.mlagents_episodes import behavior_views, frame_of
 from unirender.service.errors import ApiError
 from unirender.service.models import _Body, validate_body
 from unirender.service.one_shot import RenderDocuments, check_frame_count, one_shot_session
@@ -99,19 +99,6 @@ class MLAgentsRenderRequest(_Body):
     episode: MLAgentsEpisodeSpec
 
 
-def behavior_specs(description) -> dict:
-    """``{behavior: BehaviorSpec}`` from a session's :class:`unirender.simulator.Description` (its action spaces
-    and its sensors in order: what a frame's record and the episode policies read)."""
-    from unirender.protocol.mlagents.steps import ActionSpec, BehaviorSpec, ObservationSpec
-
-    specs = {}
-    for name, actions in description.actions.behaviors.items():
-        sensors = [ObservationSpec(tuple(o.shape), (), 0, o.key[len(name) + 1:])
-                   for o in description.observations if o.behavior == name]  # fmt: skip
-        specs[name] = BehaviorSpec(sensors, ActionSpec(actions.continuous, tuple(actions.discrete)))
-    return specs
-
-
 def check_actions(actions: dict, spaces: Mapping[str, Any], decision_counts: dict, max_agents: int) -> None:
     """One step's ``{behavior: {"continuous": rows, "discrete": rows}}`` against the action spaces
     (``Description.actions.behaviors``) and the decision agents of the last event: known behaviors, one row per
@@ -181,7 +168,7 @@ class MLAgentsSession:
 
     def _describe(self, description) -> None:
         self.spaces = dict(description.actions.behaviors)
-        self.specs = behavior_specs(description)
+        self.specs = behavior_views(description)  # the jobs' reading of a description: one for both
 
     def step(self, app: Any, owner: str, session_id: str, data: Any):
         return self.begin_step(app, owner, session_id, data)()
