@@ -13,7 +13,7 @@ file:line and "did you mean" errors.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     BeforeValidator,
@@ -283,12 +283,14 @@ class RecordSpec(_Strict):
         return without_unset_flag(self, handler(self))
 
 
-class MLAgentsJobSpec(JobSpecBase):
-    family: ClassVar[str] = MLAGENTS
-    # time_scale stays in the hash: a game may depend on it
-    volatile_environment_keys: ClassVar[tuple[str, ...]] = ("timeout", "start_timeout", "max_restarts")
-    flat_cameras_section: ClassVar[str] = "record"
-
+class MLAgentsJobSpec(
+    JobSpecBase,
+    family=MLAGENTS,
+    volatile_environment_keys=("timeout", "start_timeout", "max_restarts"),  # time_scale stays: a game may use it
+    flat_cameras_section="record",
+):
+    # An ML-Agents job: a game, what each frame records, the episodes, where to write them (no docstring: the
+    # model's JSON schema, the service's OpenAPI document, stays as it was).
     version: Literal[1] = 1
     name: str = Field("job", pattern=r"^[A-Za-z0-9_.\-]+$", max_length=100)
     environment: MLAgentsEnvironmentSpec

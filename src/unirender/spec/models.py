@@ -369,6 +369,13 @@ class JobSpecBase(_Strict):
     volatile_environment_keys: ClassVar[tuple[str, ...]]
     flat_cameras_section: ClassVar[str]
 
+    def __init_subclass__(cls, *, family: str, volatile_environment_keys: tuple[str, ...],
+                          flat_cameras_section: str, **kwargs: Any) -> None:  # fmt: skip
+        """A family's job model names its family and its hash policy as class parameters."""
+        super().__init_subclass__(**kwargs)
+        cls.family, cls.flat_cameras_section = family, flat_cameras_section
+        cls.volatile_environment_keys = volatile_environment_keys
+
     @field_validator("workers", check_fields=False)
     @classmethod
     def _positive_workers(cls, value):
@@ -389,12 +396,13 @@ class JobSpecBase(_Strict):
         return hashlib.sha256(blob).hexdigest()
 
 
-class JobSpec(JobSpecBase):
+class JobSpec(
+    JobSpecBase,
+    family=AI2THOR,
+    volatile_environment_keys=("server_timeout", "server_start_timeout", "max_restarts"),
+    flat_cameras_section="render",
+):
     """A rendering job: an environment, what to render, the episodes, and where to write them."""
-
-    family: ClassVar[str] = AI2THOR
-    volatile_environment_keys: ClassVar[tuple[str, ...]] = ("server_timeout", "server_start_timeout", "max_restarts")
-    flat_cameras_section: ClassVar[str] = "render"
 
     version: Literal[1] = 1
     name: str = Field("job", pattern=r"^[A-Za-z0-9_.\-]+$", max_length=100)
