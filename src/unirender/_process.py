@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 _PR_SET_PDEATHSIG = 1
 
@@ -287,9 +288,59 @@ class RestartBudget:
 
 
 class RestartWindow:
-    """``restart_window_s`` for a controller with a ``restarts`` :class:`RestartBudget`."""
+    """``restart_window_s`` for a controller with a ``restarts`` :class:`RestartBudget`, and its crash supervision,
+    written once for every family's controller: :meth:`_supervised` runs one exchange with the player.
+
+    On a crash (``_crash_error``) the player is shut down and, while the budget allows, relaunched, and
+    ``_restarted_error`` raised (the episode is lost); beyond the budget, when the controller cannot relaunch
+    (``_may_restart``) or when the relaunch fails, the controller is ended and the error raised. On a hang or garbage
+    (``_unusable_errors``) the controller is ended at once. The controllers name the error types (this module sits
+    below ``unirender.errors``) and fill in the hooks.
+    """
 
     restarts: RestartBudget
+    log_path: Any
+    _crash_error: type[BaseException]
+    _restarted_error: type[BaseException]
+    _unusable_errors: tuple[type[BaseException], ...]
+    _noted_errors: tuple[type[BaseException], ...] = ()  # unusable errors that get a note naming the player log
+    _ended = "stopped"  # what ending the controller is called ("stopped", "closed")
+
+    def _shutdown_player(self) -> None:
+        raise NotImplementedError
+
+    def _relaunch(self) -> None:
+        raise NotImplementedError
+
+    def _end(self) -> None:
+        raise NotImplementedError
+
+    def _may_restart(self) -> bool:
+        return True
+
+    def _restarted_message(self, crash: BaseException) -> str:
+        raise NotImplementedError
+
+    def _supervised(self, operation: Callable[[], Any]) -> Any:
+        try:
+            return operation()
+        except self._crash_error as crash:
+            self._shutdown_player()
+            if not self._may_restart() or not self.restarts.take():
+                self._end()
+                crash.add_note(f"unirender: not restarted ({self.restarts.describe()})")
+                raise
+            try:
+                self._relaunch()
+            except BaseException as exc:
+                self._end()
+                raise exc from crash
+            raise self._restarted_error(self._restarted_message(crash)) from crash
+        except self._unusable_errors as exc:
+            if isinstance(exc, self._noted_errors):
+                exc.add_note(f"unirender: the controller was {self._ended}; player log: {self.log_path}")
+            self._end()
+            raise
 
     @property
     def restart_window_s(self) -> float:

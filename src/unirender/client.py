@@ -508,7 +508,11 @@ class RemoteMLAgentsSession(RemoteSessionBase[RemoteMLAgentsEvent]):
                                    for kind, rows in _action_parts(given).items() if rows is not None}
                             for name, given in (actions or {}).items()}}  # fmt: skip
 
-    def reset(self, **environment_parameters: float) -> RemoteMLAgentsEvent:
+    def reset(self, scene: None = None, **environment_parameters: float) -> RemoteMLAgentsEvent:
+        """New episodes with ``environment_parameters``; ``scene`` is there for the port's ``reset(scene, ...)``
+        (an ML-Agents game has none)."""
+        if scene is not None:
+            raise ValueError("an ML-Agents game has no scenes: reset(None, **environment_parameters)")
         return self._event("reset", {"environment_parameters": environment_parameters})
 
     def __enter__(self) -> RemoteMLAgentsSession:

@@ -23,6 +23,7 @@ from unirender.builds.resolve import controller_build
 from unirender.errors import ActionError, PlayerCrashedError, PlayerError, RestartError, raising
 from unirender.protocol import ProtocolError, build_event
 from unirender.protocol.images import parse_depth_format
+from unirender.protocol.state import normalize_action
 from unirender.simulator import (
     AI2THOR,
     BUILTIN,
@@ -199,13 +200,13 @@ class Controller(RestartWindow):
         return lambda: self._guarded(lambda: self._received(command, raise_for_failure))
 
     def _step_command(self, action, kwargs) -> tuple[dict, bool]:
-        if isinstance(action, dict):
-            command = dict(action)
-            command.update(kwargs)
-        elif action is None:
-            command = dict(kwargs)
-        else:
-            command = {"action": action, **kwargs}
+        """The AI2-THOR family's action normalisation (``normalize_action``: the one the remote session shares),
+        done here once for every backend; a copy, as the command is changed below."""
+        if action is not None and not isinstance(action, str | dict):
+            raise ValueError(f"step() needs an action name, got {action!r}")
+        command = normalize_action(action, kwargs)
+        if command is action:
+            command = dict(command)
         if not isinstance(command.get("action"), str):
             raise ValueError(f"step() needs an action name, got {command.get('action')!r}")
         raise_for_failure = bool(command.pop("raise_for_failure", False))
@@ -280,14 +281,7 @@ class Controller(RestartWindow):
     def _resolve_platform(self):
         from unirender.platforms import PlatformRequest, resolve
 
-        request = PlatformRequest(
-            width=self.width,
-            height=self.height,
-            x_display=self.x_display,
-            headless=self.headless,
-            gpu_device=self.gpu_device,
-            builtin=self.builtin,
-        )
+        request = PlatformRequest.of(self, headless=self.headless, builtin=self.builtin)
         return resolve(request, platform=self.platform_choice or "auto")
 
     def unity_args(self) -> list[str]:
@@ -437,33 +431,26 @@ class Controller(RestartWindow):
         return self.last_event
 
     # -- failure handling ---------------------------------------------------------------------------------------
+    # Crash supervision (RestartWindow._supervised): a hung player, garbage on the wire, a wrong token: unusable.
+    _crash_error, _restarted_error = PlayerCrashedError, RestartError
+    _unusable_errors, _noted_errors = (PlayerError, ProtocolError), (ProtocolError,)
+
     def _guarded(self, operation):
         """Run one exchange; on a crash restart (bounded) and raise RestartError; on a hang or garbage, stop."""
         if self._stopped:
             raise PlayerError("this Controller is stopped; create a new one", log_path=self.log_path)
-        try:
-            return operation()
-        except PlayerCrashedError as crash:
-            self._shutdown_player()
-            if not self.restarts.take():
-                self.stop()
-                crash.add_note(f"unirender: not restarted: {self.restarts.describe()} already")
-                raise
-            try:
-                self._launch()
-                self._restore()
-            except BaseException as exc:
-                self.stop()
-                raise exc from crash
-            raise RestartError(
-                f"the player crashed and was restarted ({len(self.restarts)} of max {self.max_restarts} within "
-                f"{self.restart_window_s:g} s); the episode is lost, start it again. Cause: {crash}"
-            ) from crash
-        except (PlayerError, ProtocolError) as exc:  # hung player, garbage on the wire, wrong token: unusable now
-            if isinstance(exc, ProtocolError):
-                exc.add_note(f"unirender: the controller was stopped; player log: {self.log_path}")
-            self.stop()
-            raise
+        return self._supervised(operation)
+
+    def _relaunch(self) -> None:
+        self._launch()
+        self._restore()
+
+    def _end(self) -> None:
+        self.stop()
+
+    def _restarted_message(self, crash: BaseException) -> str:
+        return (f"the player crashed and was restarted ({len(self.restarts)} of max {self.max_restarts} within "
+                f"{self.restart_window_s:g} s); the episode is lost, start it again. Cause: {crash}")  # fmt: skip
 
     def _restore(self) -> None:
         """After a relaunch: same size, same scene, same Initialize parameters (protocol.md 6.7)."""

@@ -12,9 +12,9 @@ What an event document carries, and so what a remote event has (docs/mlagents.md
 
 - the behaviors and sensors the session records (``record``); ``obs`` lists the recorded sensors in the behavior's
   sensor order (the session's ``describe()``; without a description, cameras first, then vectors, each in document
-  order), cameras as float32 in [0, 1] laid out as the frames are, ``(n, H, W, C)``, where an ``MLAgentsEvent``
-  follows the sensor's declared layout (``(n, C, H, W)`` for a CHW sensor of a current game): the description says
-  H, W, C only (an observation description with ``"layout": "CHW"`` is followed);
+  order), cameras as float32 in [0, 1] in the sensor's layout as the description gives it, as an ``MLAgentsEvent``
+  has them (``(n, C, H, W)`` for a CHW sensor of a current game; without a description ``(n, H, W, C)``, as the
+  frames are);
 - one record per agent: its id, rewards and decision/terminal flags (an agent in both the decision and the
   terminal steps, whose episode ended and whose next one already wants a decision, carries the decision step's
   camera frames and observations in both); ``group_id``, ``group_reward``, ``action_mask``, ``stats``

@@ -24,7 +24,7 @@ it.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from importlib import import_module
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -88,7 +88,9 @@ class ObservationDescription:
     ``key``: where it is found: an AI2-THOR frame attribute (``frame``, ``depth_frame``, ``third_party_camera_frames.0``)
     or ``<behavior>/<sensor>`` for ML-Agents. ``kind``: ``image`` (``shape`` is H, W[, C] as handed to users:
     HWC uint8 for colour, H, W float32 for depth) or ``vector``. ``camera``: a rendered camera view (a flat one
-    means no GPU context or ``-nographics``). ``behavior``: the ML-Agents behavior it belongs to.
+    means no GPU context or ``-nographics``). ``behavior``: the ML-Agents behavior it belongs to. ``layout``: an
+    ML-Agents camera's ``HWC`` or ``CHW``, how the game lays out its float observation (``obs``; its frames and
+    ``shape`` are HWC whatever the layout), so a remote event lays its ``obs`` out as a local one.
     """
 
     key: str
@@ -97,6 +99,7 @@ class ObservationDescription:
     dtype: str
     camera: bool = False
     behavior: str | None = None
+    layout: Literal["HWC", "CHW"] | None = None
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,15 @@ class Simulator(Protocol):
     def describe(self) -> Description: ...
 
     def stop(self) -> None: ...
+
+
+@runtime_checkable
+class SplitStepSimulator(Protocol):
+    """The optional capability of a simulator whose step can be split in two: ``begin_step(action)`` sends the
+    action now and returns a function that receives its event (or raises what ``step`` would). AI2-THOR's
+    ``Controller`` has it; a session asks once, when its player starts, and steps one without it on a thread."""
+
+    def begin_step(self, action: Any = None, **kwargs: Any) -> Callable[[], Any]: ...
 
 
 def describe_placement(controller: Any) -> dict:

@@ -220,3 +220,18 @@ def test_the_agents_of_one_game_as_the_slots():
         envs.step(still)
     with pytest.raises(ValueError, match="same step only"):
         MLAgentsVectorEnv(game, autoreset_mode="NEXT_STEP")
+
+
+@pytest.mark.usefixtures("no_leaks")
+def test_make_env_takes_an_mlagents_spec_file(tmp_path):
+    """``make_env(environment="ml.yaml")`` picks MLAgentsEnv, which loads the file through the spec port (it used
+    to raise ``TypeError: 'str' object is not a mapping``)."""
+    import yaml
+
+    path = tmp_path / "ml.yaml"
+    path.write_text(yaml.safe_dump({"environment": {"protocol": "mlagents", **ENV}, "episodes": [{"steps": 1}]}))
+    env = make_env(environment=str(path), observations=["VectorSensor_size8"])
+    try:
+        assert isinstance(env, MLAgentsEnv) and env.observation_space.shape == (8,)
+    finally:
+        env.close()

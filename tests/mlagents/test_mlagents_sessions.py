@@ -106,7 +106,8 @@ def test_service_creates_and_steps_an_mlagents_session(service):
         assert frames["CameraSensor"].dtype == np.uint8
         assert np.array_equal(decision.frame(1, "CameraSensor"), frames["CameraSensor"][1])
         assert decision.sensor_names == ["CameraSensor"]
-        assert np.allclose(decision.obs[0], frames["CameraSensor"] / 255.0)
+        # obs as a local event has them: the builtin game is a package 4.x one, its camera CHW
+        assert np.allclose(decision.obs[0], frames["CameraSensor"].transpose(0, 3, 1, 2) / 255.0)
         assert event.step == 1 and session.last_event is event
 
         # a bad action shape is a 422 naming the path, and the session goes on
@@ -252,3 +253,14 @@ def test_service_renders_an_mlagents_episode(service):
     assert getattr(info.value, "status", None) == 422 and "did you mean 'CameraSensor'" in str(info.value)
     assert client.sessions() == []
     client.close()
+
+
+def test_client_session_takes_an_mlagents_spec_file(service, tmp_path):
+    """``Client.session("ml.yaml")``: the spec port loads the file by its family (it used to raise ``SpecError:
+    environment.protocol: unknown key``)."""
+    path = tmp_path / "ml.yaml"
+    path.write_text(yaml.safe_dump({"environment": {"protocol": "mlagents", "executable": "builtin", **ENV},
+                                    "episodes": [{"steps": 1}]}))  # fmt: skip
+    with Client(service, token=TOKEN).session(str(path), record={"sensors": ["CameraSensor"]}) as session:
+        assert isinstance(session, RemoteMLAgentsSession)
+        assert session.info()["environment"]["environment"]["width"] == 32

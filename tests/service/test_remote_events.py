@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from unirender.cluster import create_backend
+from unirender.jobs.mlagents_episodes import behavior_views
 from unirender.remote_events import RemoteMLAgentsEvent
-from unirender.service.mlagents_sessions import behavior_specs, mlagents_document
+from unirender.service.mlagents_sessions import mlagents_document
 from unirender.spec.mlagents import RecordSpec
 
 BEHAVIOR = "ReachTarget?team=0"
@@ -27,8 +28,6 @@ def assert_reads_the_same(remote: RemoteMLAgentsEvent, event) -> None:
             same = [i for i, a in enumerate(theirs.agent_id.tolist()) if theirs is event.decision_steps[name]
                     or a not in deciding]
             for a, b in zip(mine.obs, theirs.obs, strict=True):
-                if b.ndim == 4 and b.shape[1:] != a.shape[1:]:  # a CHW camera: the remote one is HWC, as frames
-                    b = b.transpose(0, 2, 3, 1)
                 assert a.shape == b.shape and np.allclose(a[same], b[same], atol=1e-6)
         decision = event.decision_steps[name]
         for sensor, frames in event.frames(name).items():
@@ -45,7 +44,10 @@ def test_a_game_s_events_read_the_same_through_the_document():
         session = backend.create_session(kwargs)
         try:
             description = session.describe()
-            specs, record = behavior_specs(description), RecordSpec()
+            # The builtin game is a package 4.x one: its cameras are CHW, and the description says so, so the
+            # remote obs are laid out as the local ones (they used to be HWC: the layout was not described).
+            assert [o.layout for o in description.observations] == ["CHW", None]
+            specs, record = behavior_views(description), RecordSpec()
             event, ended = session.last_event, 0
             for step in range(6):  # agents end at max_step 3: terminal steps with interrupted flags
                 doc = mlagents_document(event, step, specs, record)

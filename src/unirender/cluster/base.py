@@ -1,8 +1,11 @@
 """The session-backend interface: the service, the jobs runner and the Gymnasium envs talk only to this.
 
-A *session* is one player (one Controller) that somebody steps. Where it lives is the backend's business:
-``LocalBackend`` keeps a Controller per session in this process, ``RayBackend`` keeps one Ray actor per session.
-Either way the caller gets the same :class:`Session` object and the same ``Event``.
+A *session* is one player (one simulator of some family, ``unirender.simulator``) that somebody steps. Where it
+lives is the backend's business: ``LocalBackend`` keeps a simulator per session in this process, ``RayBackend``
+keeps one Ray actor per session, ``ServiceBackend`` a session of a running service. Either way the caller gets the
+same :class:`Session` object and its family's events (``Session[EventT]``: AI2-THOR ``Event``, ML-Agents
+``MLAgentsEvent``). A session passes the family's action to its simulator as it is: what an action is, and how it
+is normalised, is the family adapter's business (AI2-THOR's: ``Controller``, and the client's ``RemoteSession``).
 """
 
 from __future__ import annotations
@@ -14,15 +17,15 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from unirender.errors import UnirenderError
-from unirender.protocol.state import normalize_action  # noqa: F401  (the backends take it from here)
 from unirender.simulator import AI2THOR
 
 if TYPE_CHECKING:
-    from unirender.protocol.event import Event
     from unirender.simulator import Description
+
+EventT = TypeVar("EventT")  # a session's family's event (AI2-THOR ``Event``, ML-Agents ``MLAgentsEvent``, ...)
 
 # Session states, as reported by ``Session.info()["state"]``.
 STARTING, READY, RESTARTING, LOST, STOPPED = "starting", "ready", "restarting", "lost", "stopped"
@@ -82,10 +85,12 @@ def new_session_id() -> str:
     return f"s{next(_counter)}-{uuid.uuid4().hex[:8]}"
 
 
-class Session:
+class Session(Generic[EventT]):
     """One player that somebody steps; the same object whatever the backend.
 
-    ``step``/``reset`` return an ``Event`` and may raise the Controller's errors (``ActionError``,
+    ``step(action)`` takes the family's action as it is (AI2-THOR: a name and parameters, or a dict; ML-Agents:
+    ``{behavior: actions}``) and passes it on untouched. ``step``/``reset`` return the family's event and may
+    raise the simulator's errors (``ActionError``,
     ``PlayerCrashedError``, ``RestartError`` when the player crashed and was restarted: the episode is lost,
     call ``reset``), ``SessionLostError`` when the player is gone for good, ``SessionClosedError`` after ``stop``.
     Calls on one session are serialised; different sessions run concurrently.
@@ -97,7 +102,7 @@ class Session:
         self.id = session_id
         self.family = family  # the simulator family (unirender.simulator), fixed at creation
         self.resources = resources
-        self.last_event: Event | None = None
+        self.last_event: EventT | None = None
         self.created_at = time.time()
         self.steps = 0
         self.restarts = 0
@@ -105,24 +110,17 @@ class Session:
         self._lock = threading.Lock()
 
     # -- what every backend implements ------------------------------------------------------------------
-    def step(self, action: dict | str | None = None, **kwargs: Any) -> Event:
+    def step(self, action: Any = None, **kwargs: Any) -> EventT:
         raise NotImplementedError
 
-    def begin_step(self, action: dict | str | None = None, **kwargs: Any) -> Callable[[], Event]:
+    def begin_step(self, action: Any = None, **kwargs: Any) -> Callable[[], EventT]:
         """:meth:`step` in two halves: started now, and the function returned gives its event (or raises what
         ``step`` would); call it before anything else on this session. Lets one thread start several sessions'
         steps before it waits for any (the service's batched steps). Here the step runs on a thread of its own
         (a backend whose player can be sent an action without waiting does better: ``LocalSession``)."""
         return _step_pool().submit(self.step, action, **kwargs).result
 
-    def reset(self, scene: str | None = None, **initialize_params: Any) -> Event:
-        raise NotImplementedError
-
-    def restart(self) -> Event:
-        """Start a fresh player for this session (after ``SessionLostError``); returns its first event."""
-        raise NotImplementedError
-
-    def stop(self) -> None:
+    def reset(self, scene: str | None = None, **initialize_params: Any) -> EventT:
         raise NotImplementedError
 
     def describe(self) -> Description:
@@ -132,6 +130,53 @@ class Session:
     def _placement_info(self) -> dict:
         """platform, device, node, pid, ... as known to the backend."""
         return {}
+
+    # -- the player's lifecycle: written once here, the backends fill in the hooks ---------------------------
+    def _start_player(self) -> None:
+        """Start a player for this session (bounded by the backend's timeouts): ``last_event`` its first event,
+        ``state`` READY; raises what the player's start raises."""
+        raise NotImplementedError
+
+    def _detach_player(self) -> Any:
+        """The session's player (None when it has none), no longer the session's (called under the lock)."""
+        raise NotImplementedError
+
+    def _discard_player(self, player: Any) -> None:
+        """End a detached player at once, whatever state it is in (a restart's old player)."""
+        stop_quietly(player)
+
+    def _stop_player(self, player: Any) -> None:
+        """End a detached player when the session stops (a backend may first ask it to stop cleanly)."""
+        self._discard_player(player)
+
+    def _released(self) -> None:
+        """The session is over: give back what the backend holds for it (its registration, its slot)."""
+
+    def restart(self) -> EventT:
+        """Start a fresh player for this session (after ``SessionLostError``); returns its first event."""
+        with self._lock:
+            self._check_open()
+            self.state = RESTARTING
+            self._discard_player(self._detach_player())
+            try:
+                self._start_player()
+            except BaseException:
+                self.state = LOST
+                raise
+            self.restarts += 1
+            return self.last_event
+
+    def stop(self) -> None:
+        """Stop the player and end the session; idempotent."""
+        with self._lock:
+            if self.state == STOPPED:
+                return
+            self.state = STOPPED
+            player = self._detach_player()
+        try:
+            self._stop_player(player)
+        finally:
+            self._released()
 
     # -- shared ----------------------------------------------------------------------------------------
     def info(self) -> dict:
@@ -156,7 +201,7 @@ class Session:
         if self.state == STOPPED:
             raise SessionClosedError(f"session {self.id} is stopped")
 
-    def __enter__(self) -> Session:
+    def __enter__(self) -> Session[EventT]:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -198,10 +243,11 @@ class SessionBackend:
         session_id: str | None = None,
         resources: Resources | None = None,
     ) -> Session:
-        """Start a player with ``unirender.Controller(**controller_kwargs)`` and return its session.
+        """Start a player of the family ``controller_kwargs["protocol"]`` names (AI2-THOR when absent; launched by
+        ``unirender.cluster.simulators.launch``) and return its session.
 
         Raises ``CapacityError`` when the backend's budget stays full for its wait timeout, and whatever the
-        Controller raises when the player cannot start (``PlatformError``, ``PlayerError``...).
+        simulator raises when the player cannot start (``PlatformError``, ``PlayerError``...).
         """
         raise NotImplementedError
 
@@ -246,6 +292,20 @@ class SessionBackend:
                 pass
 
     # -- helpers for subclasses ------------------------------------------------------------------------
+    def _start_session(self, session: Session) -> None:
+        """Register ``session`` and start its player; on any failure the session is stopped and released."""
+        try:
+            self._register(session)
+        except BaseException:
+            session._released()
+            raise
+        try:
+            session._start_player()
+        except BaseException:
+            session.state = STOPPED
+            session._released()
+            raise
+
     def _register(self, session: Session) -> None:
         with self._sessions_lock:
             if session.id in self._sessions:

@@ -17,28 +17,25 @@ from typing import TYPE_CHECKING, Any
 from unirender.cluster.base import (
     LOST,
     READY,
-    RESTARTING,
-    STOPPED,
+    EventT,
     Resources,
     Session,
     SessionBackend,
     SessionLostError,
     new_session_id,
-    normalize_action,
     stop_quietly,
 )
 from unirender.cluster.placement import LocalPlacement, Slot, placement_info
 from unirender.cluster.simulators import flat_first_frame
 from unirender.errors import PlayerError, RestartError
-from unirender.simulator import family_of
+from unirender.simulator import SplitStepSimulator, family_of
 
 if TYPE_CHECKING:
-    from unirender.protocol.event import Event
     from unirender.simulator import Description
 
 
 
-class LocalSession(Session):
+class LocalSession(Session[EventT]):
     backend_name = "local"
 
     def __init__(
@@ -49,6 +46,7 @@ class LocalSession(Session):
         self._slot = slot
         self._kwargs = kwargs
         self._controller: Any = None
+        self._begin_step: Callable[..., Callable[[], EventT]] | None = None  # the controller's, if it has one
         self._node = socket.gethostname()
 
     @property
@@ -62,31 +60,33 @@ class LocalSession(Session):
 
     def _attach(self, controller: Any) -> None:
         self._controller = controller
+        # Whether its step splits in two (SplitStepSimulator), asked once per player, not per step.
+        self._begin_step = controller.begin_step if isinstance(controller, SplitStepSimulator) else None
         self.last_event = getattr(controller, "last_event", None)
         self.state = READY
 
     # -- Session ---------------------------------------------------------------------------------------------
-    def step(self, action: dict | str | None = None, **kwargs: Any) -> Event:
-        action = normalize_action(action, kwargs)
+    def step(self, action: Any = None, **kwargs: Any) -> EventT:
         with self._lock:
-            return self._call("step", action)
+            return self._call("step", action, **kwargs)
 
-    def begin_step(self, action: dict | str | None = None, **kwargs: Any) -> Callable[[], Event]:
-        """The action is sent to the player now (an AI2-THOR Controller's ``begin_step``), the function returned
-        receives its event; the session is locked in between. A controller without ``begin_step`` (ML-Agents):
-        the whole step on a thread, as :meth:`Session.begin_step`."""
-        if not hasattr(self._controller, "begin_step"):
-            return super().begin_step(action, **kwargs)
-        action = normalize_action(action, kwargs)
+    def begin_step(self, action: Any = None, **kwargs: Any) -> Callable[[], EventT]:
+        """The action is sent to the player now (a :class:`~unirender.simulator.SplitStepSimulator`'s
+        ``begin_step``: AI2-THOR's Controller), the function returned receives its event; the session is locked in
+        between. A simulator without it (ML-Agents): the whole step on a thread, as :meth:`Session.begin_step`."""
         self._lock.acquire()
+        begin_step = self._begin_step
+        if begin_step is None:
+            self._lock.release()
+            return super().begin_step(action, **kwargs)
         try:
             self._check_usable()
-            receive = self._controller.begin_step(action)
+            receive = begin_step(action, **kwargs)
         except BaseException:
             self._lock.release()
             raise
 
-        def finish() -> Event:
+        def finish() -> EventT:
             try:
                 return self._outcome(receive)
             finally:
@@ -94,11 +94,11 @@ class LocalSession(Session):
 
         return finish
 
-    def reset(self, scene: str | None = None, **initialize_params: Any) -> Event:
+    def reset(self, scene: str | None = None, **initialize_params: Any) -> EventT:
         with self._lock:
             return self._call("reset", scene, **initialize_params)
 
-    def _call(self, method: str, *args: Any, **kwargs: Any) -> Event:
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> EventT:
         self._check_usable()
         return self._outcome(lambda: getattr(self._controller, method)(*args, **kwargs))
 
@@ -109,7 +109,7 @@ class LocalSession(Session):
                 f"session {self.id}: its player crashed and was not restarted; call restart()"
             )
 
-    def _outcome(self, call: Callable[[], Event]) -> Event:
+    def _outcome(self, call: Callable[[], EventT]) -> EventT:
         """``call()``'s event, the session's state following it (a restart counted, a lost player marked)."""
         try:
             event = call()
@@ -124,31 +124,16 @@ class LocalSession(Session):
         self.last_event = event
         return event
 
-    def restart(self) -> Event:
-        with self._lock:
-            self._check_open()
-            self.state = RESTARTING
-            stop_quietly(self._controller)
-            self._controller = None
-            try:
-                controller = self._backend._launch(self._kwargs)
-            except BaseException:
-                self.state = LOST
-                raise
-            self.restarts += 1
-            self._attach(controller)
-            return self.last_event
+    # -- the lifecycle's hooks (Session.restart/stop) ----------------------------------------------------------
+    def _start_player(self) -> None:
+        self._attach(self._backend._launch(self._kwargs))
 
-    def stop(self) -> None:
-        with self._lock:
-            if self.state == STOPPED:
-                return
-            self.state = STOPPED
-            controller, self._controller = self._controller, None
-        try:
-            stop_quietly(controller)
-        finally:
-            self._backend._release(self)
+    def _detach_player(self) -> Any:
+        controller, self._controller, self._begin_step = self._controller, None, None
+        return controller
+
+    def _released(self) -> None:
+        self._backend._release(self)
 
     def describe(self) -> Description:
         with self._lock:
@@ -216,17 +201,7 @@ class LocalBackend(SessionBackend):
         if slot.gpu is not None:
             kwargs["gpu_device"] = slot.gpu
         session = LocalSession(self, session_id or new_session_id(), resources, slot, kwargs)
-        try:
-            self._register(session)
-        except BaseException:
-            self.placement.release(slot)
-            raise
-        try:
-            session._attach(self._launch(kwargs))
-        except BaseException:
-            session.state = STOPPED
-            self._release(session)
-            raise
+        self._start_session(session)
         try:
             flat_first_frame(session)
         except BaseException:  # warnings turned into errors

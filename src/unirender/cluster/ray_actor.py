@@ -30,7 +30,8 @@ class IncarnationChanged(Exception):
 class AI2ThorEvents:
     """How an AI2-THOR ``Event`` (or ``MultiAgentEvent``) crosses the object store: as plain data, its frames made
     C-contiguous so that Ray serialises them out-of-band (one copy into the object store, none on the driver,
-    which gets read-only views of it)."""
+    which gets read-only views of it), its metadata as the player's msgpack bytes where the event still has them
+    (never decoded in the actor; the driver's event decodes them on first access, its step keys given as read)."""
 
     @classmethod
     def pack(cls, event: Any) -> tuple:
@@ -44,14 +45,23 @@ class AI2ThorEvents:
             "camera_near_plane": event.camera_near_plane,
             "camera_far_plane": event.camera_far_plane,
         }
+        raw = event.metadata_msgpack()
+        if raw is not None:
+            return ("raw", bytes(raw), event.step_keys(), frames, options)
         return ("event", dict(event.metadata), frames, options)
 
     @classmethod
     def unpack(cls, packed: tuple) -> Any:
         from unirender.protocol.event import Event, MultiAgentEvent
 
-        if packed[0] == "multi":
+        kind = packed[0]
+        if kind == "multi":
             return MultiAgentEvent(packed[1], [cls.unpack(p) for p in packed[2]])
+        if kind == "raw":
+            from unirender.protocol.metadata import one_agent_document
+
+            _, raw, step, frames, options = packed
+            return Event.from_frames(one_agent_document(raw), frames, step=step, **options)
         _, metadata, frames, options = packed
         return Event.from_frames(metadata, frames, **options)
 
@@ -104,9 +114,10 @@ class SessionActor:
         event = getattr(self._controller, "last_event", None)
         return self.placed(), (self._events.pack(event) if event is not None else None)
 
-    def step(self, incarnation: str, action: dict) -> tuple[dict, dict]:
+    def step(self, incarnation: str, action: Any, kwargs: dict) -> Any:
+        """The family's action as the session was given it (the simulator normalises it)."""
         self._check(incarnation)
-        return self._events.pack(self._ensure_started().step(action))
+        return self._events.pack(self._ensure_started().step(action, **kwargs))
 
     def reset(self, incarnation: str, scene: str | None, params: dict) -> tuple[dict, dict]:
         self._check(incarnation)

@@ -30,14 +30,13 @@ from unirender.cluster.base import (
     LOST,
     READY,
     RESTARTING,
-    STOPPED,
     CapacityError,
+    EventT,
     Resources,
     Session,
     SessionBackend,
     SessionLostError,
     new_session_id,
-    normalize_action,
 )
 from unirender.cluster.ray_actor import IncarnationChanged, SessionActor
 from unirender.cluster.simulators import RAY_RUNTIME_ENV, event_codec, flat_first_frame
@@ -45,7 +44,6 @@ from unirender.errors import PlayerError, PlayerTimeoutError, RestartError
 from unirender.simulator import family_of
 
 if TYPE_CHECKING:
-    from unirender.protocol.event import Event
     from unirender.simulator import Description
 
 log = logging.getLogger(__name__)
@@ -70,7 +68,7 @@ class ActorLostError(RestartError):
         self.cause = cause
 
 
-class RaySession(Session):
+class RaySession(Session[EventT]):
     backend_name = "ray"
 
     def __init__(self, backend: RayBackend, session_id: str, resources: Resources, kwargs: dict):
@@ -88,45 +86,42 @@ class RaySession(Session):
         return self._actor
 
     # -- Session ---------------------------------------------------------------------------------------------
-    def step(self, action: dict | str | None = None, **kwargs: Any) -> Event:
-        action = normalize_action(action, kwargs)
+    def step(self, action: Any = None, **kwargs: Any) -> EventT:
         with self._lock:
-            return self._call("step", action)
+            return self._call("step", action, kwargs)
 
-    def reset(self, scene: str | None = None, **initialize_params: Any) -> Event:
+    def reset(self, scene: str | None = None, **initialize_params: Any) -> EventT:
         with self._lock:
             try:
                 return self._call("reset", scene, initialize_params)
             except ActorLostError:  # a new actor took over during the reset: a reset's new episode is what was asked
                 return self._call("reset", scene, initialize_params)
 
-    def restart(self) -> Event:
-        with self._lock:
-            self._check_open()
-            self.state = RESTARTING
-            self._kill_actor()
-            try:
-                self._place_and_start()
-            except BaseException:
-                self.state = LOST
-                raise
-            self.restarts += 1
-            return self.last_event
+    # -- the lifecycle's hooks (Session.restart/stop) ----------------------------------------------------------
+    def _start_player(self) -> None:
+        self._place_and_start()
 
-    def stop(self) -> None:
-        with self._lock:
-            if self.state == STOPPED:
-                return
-            self.state = STOPPED
+    def _detach_player(self) -> Any:
+        actor, self._actor = self._actor, None
+        return actor
+
+    def _discard_player(self, actor: Any) -> None:
+        if actor is not None:
             try:
-                if self._actor is not None:
-                    try:
-                        ray.get(self._actor.stop.remote(), timeout=self._backend.stop_timeout)
-                    except Exception:
-                        pass  # dead, restarting or stuck: the kill below ends it, player included
-                self._kill_actor()
-            finally:
-                self._backend._forget(self)
+                ray.kill(actor, no_restart=True)  # the player goes with it (its process group)
+            except Exception:
+                pass
+
+    def _stop_player(self, actor: Any) -> None:
+        if actor is not None:
+            try:
+                ray.get(actor.stop.remote(), timeout=self._backend.stop_timeout)
+            except Exception:
+                pass  # dead, restarting or stuck: the kill below ends it, player included
+        self._discard_player(actor)
+
+    def _released(self) -> None:
+        self._backend._forget(self)
 
     def describe(self) -> Description:
         with self._lock:
@@ -196,7 +191,7 @@ class RaySession(Session):
                 raise cause from None
             raise
 
-    def _call(self, method: str, *args: Any) -> Event:
+    def _call(self, method: str, *args: Any) -> EventT:
         self._check_open()
         if self.state == LOST:
             raise SessionLostError(f"session {self.id}: its Ray actor is gone; call restart()")
@@ -313,13 +308,6 @@ class RaySession(Session):
         self._placed = placed
         self.last_event = self._events.unpack(packed) if packed is not None else None
 
-    def _kill_actor(self) -> None:
-        actor, self._actor = self._actor, None
-        if actor is not None:
-            try:
-                ray.kill(actor, no_restart=True)
-            except Exception:
-                pass
 
 
 def _first_line(exc: BaseException) -> str:
@@ -486,13 +474,7 @@ class RayBackend(SessionBackend):
         self._check_open()
         kwargs = {**self.controller_defaults, **controller_kwargs}
         session = RaySession(self, session_id or new_session_id(), resources or Resources(), kwargs)
-        self._register(session)
-        try:
-            session._place_and_start()
-        except BaseException:
-            session.state = STOPPED
-            self._forget(session)
-            raise
+        self._start_session(session)
         try:
             flat_first_frame(session)
         except BaseException:  # warnings turned into errors

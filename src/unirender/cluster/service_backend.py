@@ -30,7 +30,6 @@ import requests
 from unirender.cluster.base import (
     LOST,
     READY,
-    RESTARTING,
     STOPPED,
     CapacityError,
     Resources,
@@ -38,7 +37,6 @@ from unirender.cluster.base import (
     SessionBackend,
     SessionLostError,
     new_session_id,
-    normalize_action,
     stop_quietly,
 )
 from unirender.errors import PlayerError, RestartError
@@ -215,7 +213,8 @@ class ServiceSession(Session):
         self.remote: Any = None  # the client's RemoteSession / RemoteMLAgentsSession
         self._remote_calls = 0  # steps + resets the current remote session completed (its ``steps`` on the service)
 
-    def _open(self, *, raw_errors: bool = False) -> None:
+    # -- the lifecycle's hooks (Session.restart/stop) ----------------------------------------------------------
+    def _start_player(self, *, raw_errors: bool = False) -> None:
         """A new session on the service from this session's body (``raw_errors``: the client's exceptions as they
         are, for the outage logic to read; else as the local backends raise them)."""
         try:
@@ -235,47 +234,21 @@ class ServiceSession(Session):
 
     # -- Session ---------------------------------------------------------------------------------------------
     def step(self, action: Any = None, **kwargs: Any) -> Any:
-        if self.family == AI2THOR:
-            action = normalize_action(action, kwargs)
         with self._lock:
             self._check_ready()
-            return self._done(self._call(lambda: self.remote.step(action)))
+            return self._done(self._call(lambda: self.remote.step(action, **kwargs)))
 
     def reset(self, scene: str | None = None, **initialize_params: Any) -> Any:
         with self._lock:
             self._check_ready()
-            if self.family == AI2THOR:
-                call = lambda: self.remote.reset(scene, **initialize_params)  # noqa: E731
-            elif scene is not None:
-                raise ValueError("an ML-Agents game has no scenes: reset(None, **environment_parameters)")
-            else:
-                call = lambda: self.remote.reset(**initialize_params)  # noqa: E731
-            return self._done(self._call(call, reset=True))
+            return self._done(self._call(lambda: self.remote.reset(scene, **initialize_params), reset=True))
 
-    def restart(self) -> Any:
-        with self._lock:
-            self._check_open()
-            self.state = RESTARTING
-            old, self.remote = self.remote, None
-            stop_quietly(old)
-            try:
-                self._open()
-            except BaseException:
-                self.state = LOST
-                raise
-            self.restarts += 1
-            return self.last_event
+    def _detach_player(self) -> Any:
+        remote, self.remote = self.remote, None
+        return remote
 
-    def stop(self) -> None:
-        with self._lock:
-            if self.state == STOPPED:
-                return
-            self.state = STOPPED
-            remote, self.remote = self.remote, None
-        try:
-            stop_quietly(remote)
-        finally:
-            self._backend._forget(self)
+    def _released(self) -> None:
+        self._backend._forget(self)
 
     def describe(self) -> Description:
         with self._lock:
@@ -337,7 +310,7 @@ class ServiceSession(Session):
             old, self.remote = self.remote, None
             stop_quietly(old)  # a lost record: deleted; nothing if the service does not know it
             try:
-                self._open(raw_errors=True)
+                self._start_player(raw_errors=True)
             except Exception as again:
                 if _outage_kind(again) == "away":  # the service went away again while the session was made
                     cause = again
@@ -573,13 +546,7 @@ class ServiceBackend(SessionBackend):
         kwargs = self.bring_build(kwargs)
         body = SESSION_BODIES[family](kwargs)
         session = ServiceSession(self, session_id or new_session_id(), resources or Resources(), family, body)
-        self._register(session)
-        try:
-            session._open()
-        except BaseException:
-            session.state = STOPPED
-            self._forget(session)
-            raise
+        self._start_session(session)
         return session
 
     steps_together = True
@@ -605,7 +572,7 @@ class ServiceBackend(SessionBackend):
                 except Exception as exc:  # noqa: BLE001 - this session's outcome
                     results[i] = exc
                     continue
-                ready.append((i, session, normalize_action(action, {}) if session.family == AI2THOR else action))
+                ready.append((i, session, action))  # as the session's remote adapter takes it (action_body)
             try:
                 answers = self.client.step_many([(s.remote, a) for _, s, a in ready]) if ready else []
             except Exception:  # noqa: BLE001 - refused whole (or the service away): each steps alone below

@@ -30,7 +30,7 @@ from gymnasium import spaces
 from unirender.cluster.base import Resources, SessionBackend
 from unirender.gym.session_env import SessionEnv
 from unirender.gym.video import game_fps
-from unirender.simulator import BehaviorActions, Description, ObservationDescription
+from unirender.simulator import AI2THOR, MLAGENTS, BehaviorActions, Description, ObservationDescription
 
 _MAX_IDLE_STEPS = 10_000  # steps waited for the agent to ask for a decision again (games may skip decisions)
 ACTION_PARTS = ("continuous", "discrete")
@@ -248,13 +248,17 @@ class MLAgentsEnv(SessionEnv):
 
 
 def _environment_controller_kwargs(environment: Any) -> dict:
-    """``MLAgentsController`` kwargs from an ML-Agents environment (a mapping as in a job spec, or the model)."""
+    """``MLAgentsController`` kwargs from an ML-Agents environment: the model, a mapping as in a job spec
+    (``protocol: mlagents`` may be left out) or a spec file, loaded by the spec port
+    (:func:`unirender.spec.load_environment`, so errors are SpecErrors with key paths)."""
+    from unirender.spec import load_environment
     from unirender.spec.mlagents import MLAgentsEnvironmentSpec, resolve_parameters
 
-    env = (
-        environment if isinstance(environment, MLAgentsEnvironmentSpec)
-        else MLAgentsEnvironmentSpec.model_validate({**environment, "protocol": "mlagents"})
-    )  # fmt: skip
+    env = load_environment(environment, default=MLAGENTS)
+    if not isinstance(env, MLAgentsEnvironmentSpec):
+        raise ValueError(f"MLAgentsEnv drives ML-Agents games; this environment is protocol "
+                         f"{getattr(env, 'protocol', AI2THOR)!r}: "
+                         "use unirender.gym.make_env, which picks the env of the environment's family")
     kwargs = env.controller_kwargs()
     if env.environment_parameters:
         kwargs["environment_parameters"] = resolve_parameters(env.environment_parameters, 0)

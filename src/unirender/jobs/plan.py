@@ -12,10 +12,9 @@ from unirender.spec.families import spec_family
 
 def resolve_platform(spec):
     """Resolve once for the whole job (starting a virtual display once if one is needed); caller releases."""
-    from unirender.platforms import PlatformRequest, resolve
+    from unirender.platforms import resolve
 
-    request = PlatformRequest(**spec_family(spec).platform_request(spec))
-    return resolve(request, platform=spec.environment.platform)
+    return resolve(spec_family(spec).platform_request(spec), platform=spec.environment.platform)
 
 
 @dataclass

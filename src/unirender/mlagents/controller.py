@@ -180,8 +180,10 @@ class MLAgentsController(RestartWindow):
             for obs in spec.observation_specs:
                 key = f"{name}/{obs.name}"
                 if obs.is_visual:
-                    observations.append(ObservationDescription(key, "image", O.hwc_shape(obs.shape, obs.layout or layout),
-                                                               "uint8", camera=True, behavior=name))  # fmt: skip
+                    sensor_layout = obs.layout or layout
+                    observations.append(ObservationDescription(key, "image", O.hwc_shape(obs.shape, sensor_layout),
+                                                               "uint8", camera=True, behavior=name,
+                                                               layout=sensor_layout))  # fmt: skip
                 else:
                     observations.append(ObservationDescription(key, "vector", tuple(obs.shape), "float32",
                                                                behavior=name))  # fmt: skip
@@ -238,8 +240,7 @@ class MLAgentsController(RestartWindow):
     def _resolve_platform(self):
         from unirender.platforms import PlatformRequest, resolve
 
-        request = PlatformRequest(width=self.width, height=self.height, x_display=self.x_display,
-                                  headless=self.no_graphics, gpu_device=self.gpu_device, builtin=self.builtin)  # fmt: skip
+        request = PlatformRequest.of(self, headless=self.no_graphics, builtin=self.builtin)
         return resolve(request, platform=self.platform_choice or "auto")
 
     def player_args(self, port: int) -> list[str]:
@@ -333,35 +334,41 @@ class MLAgentsController(RestartWindow):
             )
 
     # -- failure handling -----------------------------------------------------------------------------------
-    def _guarded(self, operation):
+    # Crash supervision (RestartWindow._supervised): a hang, garbage, a version mismatch, Unity quitting: unusable.
+    _crash_error, _restarted_error, _ended = PlayerCrashedError, RestartError, "closed"
+
+    @property
+    def _unusable_errors(self) -> tuple[type[BaseException], ...]:
         from unirender.protocol.errors import ProtocolError
 
+        return PlayerError, ProtocolError
+
+    @property
+    def _noted_errors(self) -> tuple[type[BaseException], ...]:
+        return self._unusable_errors[1:]
+
+    def _guarded(self, operation):
         if self._closed:
             raise PlayerError("this MLAgentsController is closed; create a new one", log_path=self.log_path)
         if self.protocol is None:
             raise PlayerError("the player is gone (a failed restart); create a new controller", log_path=self.log_path)
-        try:
-            return operation()
-        except PlayerCrashedError as crash:
-            self._shutdown()
-            if self.editor or not self.restarts.take():  # nobody to relaunch in Editor mode
-                self.close()
-                crash.add_note(f"unirender: not restarted ({self.restarts.describe()})")
-                raise
-            try:
-                self._launch()
-            except BaseException as exc:
-                self.close()
-                raise exc from crash
-            raise RestartError(
-                f"the ML-Agents player crashed and was restarted ({len(self.restarts)} of max {self.max_restarts} "
-                f"within {self.restart_window_s:g} s); call reset() to start new episodes. Cause: {crash}"
-            ) from crash
-        except (PlayerError, ProtocolError) as exc:  # a hang, garbage, a version mismatch, Unity quitting
-            if isinstance(exc, ProtocolError):
-                exc.add_note(f"unirender: the controller was closed; player log: {self.log_path}")
-            self.close()
-            raise
+        return self._supervised(operation)
+
+    def _shutdown_player(self) -> None:
+        self._shutdown()
+
+    def _relaunch(self) -> None:
+        self._launch()
+
+    def _end(self) -> None:
+        self.close()
+
+    def _may_restart(self) -> bool:
+        return not self.editor  # nobody to relaunch in Editor mode
+
+    def _restarted_message(self, crash: BaseException) -> str:
+        return (f"the ML-Agents player crashed and was restarted ({len(self.restarts)} of max {self.max_restarts} "
+                f"within {self.restart_window_s:g} s); call reset() to start new episodes. Cause: {crash}")  # fmt: skip
 
     def _shutdown(self) -> None:
         process, server = self.process, self.server

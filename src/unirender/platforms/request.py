@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import platform as _platform
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,13 @@ class PlatformRequest:
             raise ValueError(
                 f"gpu_device must be a non-negative int, a CUDA UUID or None, got {self.gpu_device!r}"
             )
+
+    @classmethod
+    def of(cls, player: Any, *, headless: bool, builtin: bool) -> PlatformRequest:
+        """The request for a player's settings: ``width``, ``height``, ``x_display`` and ``gpu_device`` read from
+        ``player`` (a controller of any family, or a spec's environment); the one place that builds a request."""
+        return cls(width=player.width, height=player.height, x_display=player.x_display, headless=headless,
+                   gpu_device=player.gpu_device, builtin=builtin)  # fmt: skip
 
 
 def parse_x_display(text: str) -> tuple[int, int | None]:

@@ -91,15 +91,15 @@ class AI2THORFamily:
         app.policy.check_environment(body.environment, body.render)
         app.policy.check_scene(body.scene, "scene")
         kwargs = controller_kwargs(app, body.environment, body.render, body.scene, body.auto_restart)
-        entry = app.sessions.create(owner, kwargs, body.model_dump(mode="json"), auto_restart=body.auto_restart)
-        entry.adapter = SESSION
-        try:
+
+        def adapt(entry: Any) -> AI2THORSession:
+            entry.adapter = SESSION  # already, while its cameras are added
             for camera in body.render.cameras:  # cameras vanish on reset; docs/service.md says so
                 entry.session.step(camera.add_action())
-        except Exception:
-            app.sessions.delete(owner, entry.id, "its cameras could not be added")
-            raise
-        return entry
+            return SESSION
+
+        return app.sessions.create(owner, kwargs, body.model_dump(mode="json"), auto_restart=body.auto_restart,
+                                   adapt=adapt, failure="its cameras could not be added")  # fmt: skip
 
     def render(self, app: Any, owner: str, data: Any, fmt: str, json_as_sent: bool) -> list[dict]:
         from unirender.jobs.episodes import expand_units, frames_to_record, run_unit

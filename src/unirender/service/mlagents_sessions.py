@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import Field
 
 from unirender.errors import SpecError
-from unirender.jobs.mlagents_episodes import frame_of
+from unirender.jobs.mlagents_episodes import behavior_views, frame_of
 from unirender.service.errors import ApiError
 from unirender.service.models import _Body, validate_body
 from unirender.service.one_shot import RenderDocuments, check_frame_count, one_shot_session
@@ -99,19 +99,6 @@ class MLAgentsRenderRequest(_Body):
     episode: MLAgentsEpisodeSpec
 
 
-def behavior_specs(description) -> dict:
-    """``{behavior: BehaviorSpec}`` from a session's :class:`unirender.simulator.Description` (its action spaces
-    and its sensors in order: what a frame's record and the episode policies read)."""
-    from unirender.protocol.mlagents.steps import ActionSpec, BehaviorSpec, ObservationSpec
-
-    specs = {}
-    for name, actions in description.actions.behaviors.items():
-        sensors = [ObservationSpec(tuple(o.shape), (), 0, o.key[len(name) + 1:])
-                   for o in description.observations if o.behavior == name]  # fmt: skip
-        specs[name] = BehaviorSpec(sensors, ActionSpec(actions.continuous, tuple(actions.discrete)))
-    return specs
-
-
 def check_actions(actions: dict, spaces: Mapping[str, Any], decision_counts: dict, max_agents: int) -> None:
     """One step's ``{behavior: {"continuous": rows, "discrete": rows}}`` against the action spaces
     (``Description.actions.behaviors``) and the decision agents of the last event: known behaviors, one row per
@@ -181,7 +168,7 @@ class MLAgentsSession:
 
     def _describe(self, description) -> None:
         self.spaces = dict(description.actions.behaviors)
-        self.specs = behavior_specs(description)
+        self.specs = behavior_views(description)  # the jobs' reading of a description: one for both
 
     def step(self, app: Any, owner: str, session_id: str, data: Any):
         return self.begin_step(app, owner, session_id, data)()
@@ -262,14 +249,14 @@ class MLAgentsFamily:
             from unirender.spec.mlagents import resolve_parameters
 
             kwargs["environment_parameters"] = resolve_parameters(body.environment.environment_parameters, 0)
-        entry = app.sessions.create(owner, kwargs, body.model_dump(mode="json"), auto_restart=body.auto_restart)
-        try:
-            entry.adapter = MLAgentsSession(body.record, entry.session.describe())
-            _check_record(body.record, entry.adapter.specs)
-        except BaseException:
-            app.sessions.delete(owner, entry.id, "its record section names what the game does not have")
-            raise
-        return entry
+
+        def adapt(entry: Any) -> MLAgentsSession:
+            adapter = MLAgentsSession(body.record, entry.session.describe())
+            _check_record(body.record, adapter.specs)
+            return adapter
+
+        return app.sessions.create(owner, kwargs, body.model_dump(mode="json"), auto_restart=body.auto_restart,
+                                   adapt=adapt, failure="its record section names what the game does not have")
 
     def render(self, app: Any, owner: str, data: Any, fmt: str, json_as_sent: bool) -> list[dict]:
         from unirender.jobs.mlagents_episodes import MLAgentsSeat, expand_mlagents_units, run_mlagents_frames

@@ -178,7 +178,11 @@ class SessionRegistry:
             return len(self._sessions)
 
     # -- lifecycle ---------------------------------------------------------------------------------------
-    def create(self, owner: str, controller_kwargs: dict, environment: dict, *, auto_restart: bool) -> ServiceSession:
+    def create(self, owner: str, controller_kwargs: dict, environment: dict, *, auto_restart: bool,
+               adapt: Callable[[ServiceSession], Any] | None = None, failure: str = "") -> ServiceSession:
+        """A new session of ``owner``'s, its player started with ``controller_kwargs``; ``adapt(entry)`` makes its
+        family's adapter (``entry.adapter``): a session whose adapter cannot be made is deleted (``failure``: why,
+        as its record says) and the error raised."""
         with self._lock:
             mine = sum(1 for s in self._sessions.values() if s.owner == owner) + self._pending.get(owner, 0)
             if mine >= self.sessions_per_token:
@@ -207,6 +211,12 @@ class SessionRegistry:
             self._sessions[entry.id] = entry
         self._record(entry)
         self._update_gauges()
+        if adapt is not None:
+            try:
+                entry.adapter = adapt(entry)
+            except BaseException:
+                self.delete(owner, entry.id, failure)
+                raise
         return entry
 
     def delete(self, owner: str, session_id: str, reason: str = "deleted by its owner") -> None:

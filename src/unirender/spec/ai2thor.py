@@ -7,11 +7,14 @@ fails before any player starts; a Unity build's are its own business (unknown ac
 from __future__ import annotations
 
 from pathlib import PurePath
-from typing import Any
+from typing import TYPE_CHECKING
 
 from unirender.spec.errors import did_you_mean
 from unirender.spec.models import JobSpec
 from unirender.spec.sources import raise_problems
+
+if TYPE_CHECKING:
+    from unirender.platforms import PlatformRequest
 
 
 def check_builtin_scenes(spec: JobSpec) -> None:
@@ -61,14 +64,9 @@ def check_actions(spec: JobSpec) -> list[tuple[str, str]]:
     return [(path, f"{message} (a Unity build may have it)") for path, message in problems]
 
 
-def platform_request(spec: JobSpec) -> dict[str, Any]:
-    """The ``unirender.platforms.PlatformRequest`` fields of the job's players."""
+def platform_request(spec: JobSpec) -> PlatformRequest:
+    """The :class:`~unirender.platforms.PlatformRequest` of the job's players."""
+    from unirender.platforms import PlatformRequest
+
     env = spec.environment
-    return {
-        "width": env.width,
-        "height": env.height,
-        "x_display": env.x_display,
-        "headless": env.headless,
-        "gpu_device": env.gpu_device,
-        "builtin": env.is_builtin,
-    }
+    return PlatformRequest.of(env, headless=env.headless, builtin=env.is_builtin)

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from unirender.platforms import PlatformRequest
 
 from unirender.simulator import AI2THOR, MLAGENTS
 from unirender.spec import ai2thor, mlagents
@@ -39,7 +42,7 @@ class SpecFamily:
     check_loaded: Callable[[Any], None] = _nothing  # right after validation: names the builtin player has
     check_builtin_scenes: Callable[[Any], None] = _nothing
     check_actions: Callable[[Any], list[tuple[str, str]]] = _no_warnings  # warnings; raises for the builtin
-    platform_request: Callable[[Any], dict[str, Any]] = ai2thor.platform_request
+    platform_request: Callable[[Any], PlatformRequest] = ai2thor.platform_request
 
 
 SPEC_FAMILIES: dict[str, SpecFamily] = {
@@ -61,6 +64,7 @@ SPEC_FAMILIES: dict[str, SpecFamily] = {
     ),
 }
 JOB_MODELS: tuple[type[BaseModel], ...] = tuple(f.job_model for f in SPEC_FAMILIES.values())
+ENVIRONMENT_MODELS: tuple[type[BaseModel], ...] = tuple(f.environment_model for f in SPEC_FAMILIES.values())
 
 
 def spec_family(spec_or_name: Any) -> SpecFamily:

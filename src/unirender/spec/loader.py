@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from unirender.errors import SpecError
+from unirender.simulator import AI2THOR
 from unirender.spec.errors import (
     Position,
     did_you_mean,
@@ -26,8 +27,8 @@ from unirender.spec.errors import (
     key_positions,
     validation_problems,
 )
-from unirender.spec.families import JOB_MODELS, SPEC_FAMILIES, SpecFamily, spec_family
-from unirender.spec.models import EnvironmentSpec, JobSpec
+from unirender.spec.families import ENVIRONMENT_MODELS, JOB_MODELS, SPEC_FAMILIES, SpecFamily, spec_family
+from unirender.spec.models import JobSpec
 from unirender.spec.sources import Source as _Source
 from unirender.spec.sources import remember_source, source_of  # noqa: F401  (source_of: re-exported)
 
@@ -102,30 +103,42 @@ def load_spec(source: str | os.PathLike | Mapping[str, Any] | BaseModel):
 
 
 def _family(data: dict[str, Any], where: _Source | None) -> SpecFamily:
-    """The family ``environment.protocol`` names (default ``ai2thor``; removed from an environment whose model
-    has no such field, so its models and content hash stay as they were); an unknown value is a SpecError with
-    the allowed ones."""
+    """The family of a job document's ``environment`` (see :func:`_environment_family`)."""
     env = data.get("environment")
-    if not isinstance(env, Mapping) or "protocol" not in env:
-        return SPEC_FAMILIES["ai2thor"]
-    value = env["protocol"]
+    if not isinstance(env, Mapping):
+        return SPEC_FAMILIES[AI2THOR]
+    family, data["environment"] = _environment_family(env, where, "environment.")
+    return family
+
+
+def _environment_family(
+    env: Mapping[str, Any], where: _Source | None, path: str, default: str = AI2THOR
+) -> tuple[SpecFamily, dict[str, Any]]:
+    """The family ``protocol`` names (``default`` when absent) and the environment as its model takes it: the
+    ``protocol`` key removed where the model has no such field (AI2-THOR's, so its models and content hash stay as
+    they were), added where the model requires it. An unknown value is a SpecError with the allowed ones."""
+    value = env.get("protocol", default)
     family = SPEC_FAMILIES.get(value) if isinstance(value, str) else None
     if family is not None:
         if not family.protocol_field:
-            data["environment"] = {k: v for k, v in env.items() if k != "protocol"}
-        return family
+            return family, {k: v for k, v in env.items() if k != "protocol"}
+        return family, {**env, "protocol": family.name}
     guess = did_you_mean(value, list(SPEC_FAMILIES)) if isinstance(value, str) else None
     hint = f"; did you mean {guess!r}?" if guess else ""
     allowed = ", ".join(SPEC_FAMILIES)
-    problems = [("environment.protocol", f"{value!r} is not a protocol{hint} (allowed: {allowed})")]
+    problems = [(f"{path}protocol", f"{value!r} is not a protocol{hint} (allowed: {allowed})")]
     origin, positions = where if where else (None, None)
     raise SpecError(format_errors(problems, origin=origin, positions=positions), problems)
 
 
-def load_environment(source: str | os.PathLike | Mapping[str, Any] | EnvironmentSpec) -> EnvironmentSpec:
-    """An :class:`EnvironmentSpec` from a bare environment mapping or a document with an ``environment`` key
-    (a job file works: the rest of it is ignored)."""
-    if isinstance(source, EnvironmentSpec):
+def load_environment(
+    source: str | os.PathLike | Mapping[str, Any] | BaseModel, *, default: str = AI2THOR
+) -> BaseModel:
+    """The environment model of its family from a bare environment mapping or a document with an ``environment``
+    key (a job file works: the rest of it is ignored): the model ``protocol`` names in
+    :data:`unirender.spec.families.SPEC_FAMILIES` (``default`` when absent): an :class:`EnvironmentSpec`, an
+    :class:`~unirender.spec.mlagents.MLAgentsEnvironmentSpec`. Errors are SpecErrors with key paths."""
+    if isinstance(source, ENVIRONMENT_MODELS):
         return source
     where = None
     if isinstance(source, Mapping):
@@ -139,7 +152,8 @@ def load_environment(source: str | os.PathLike | Mapping[str, Any] | Environment
             problems = [("environment", "must be a mapping")]
             raise SpecError(format_errors(problems, origin=where[0] if where else None,
                                           positions=where[1] if where else None), problems)  # fmt: skip
-    return _validate(EnvironmentSpec, dict(data), where, prefix)
+    family, data = _environment_family(data, where, f"{prefix}." if prefix else "", default)
+    return _validate(family.environment_model, data, where, prefix)
 
 
 def check_builtin_scenes(spec) -> None:

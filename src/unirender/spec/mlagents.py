@@ -13,9 +13,7 @@ file:line and "did you mean" errors.
 
 from __future__ import annotations
 
-import hashlib
-import json
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     BeforeValidator,
@@ -33,14 +31,17 @@ from unirender.spec.models import (
     ALLOW_FLAT_CAMERAS_HELP,
     BUILD_HELP,
     BUILTIN,
+    JobSpecBase,
     OutputSpec,
     _Strict,
     check_build_reference,
-    hash_build,
     without_unset_build,
     without_unset_flag,
 )
 from unirender.spec.sources import raise_problems
+
+if TYPE_CHECKING:
+    from unirender.platforms import PlatformRequest
 
 # What the builtin reference player's ML-Agents game (ReachTarget) has; checked at load time for it.
 BUILTIN_SENSORS = ("CameraSensor", "VectorSensor_size8")
@@ -299,9 +300,14 @@ class RecordSpec(_Strict):
         return without_unset_flag(self, handler(self))
 
 
-class MLAgentsJobSpec(_Strict):
-    family: ClassVar[str] = MLAGENTS
-
+class MLAgentsJobSpec(
+    JobSpecBase,
+    family=MLAGENTS,
+    volatile_environment_keys=("timeout", "start_timeout", "max_restarts"),  # time_scale stays: a game may use it
+    flat_cameras_section="record",
+):
+    # An ML-Agents job: a game, what each frame records, the episodes, where to write them (no docstring: the
+    # model's JSON schema, the service's OpenAPI document, stays as it was).
     version: Literal[1] = 1
     name: str = Field("job", pattern=r"^[A-Za-z0-9_.\-]+$", max_length=100)
     environment: MLAgentsEnvironmentSpec
@@ -311,29 +317,8 @@ class MLAgentsJobSpec(_Strict):
     workers: int | Literal["auto"] = Field("auto", description="games run side by side")
     max_episode_retries: int = Field(2, ge=0, le=100)
 
-    @field_validator("workers")
-    @classmethod
-    def _positive_workers(cls, value):
-        if isinstance(value, int) and value < 1:
-            raise ValueError("must be at least 1, or 'auto'")
-        return value
-
     def controller_kwargs(self) -> dict[str, Any]:
         return self.environment.controller_kwargs()
-
-    def content_hash(self, build_digest: str | None = None) -> str:
-        """Hash of everything that may decide the dataset's bytes (not where it goes, how many workers, timeouts);
-        ``build_digest``: as in :meth:`JobSpec.content_hash`."""
-        data = self.model_dump(mode="json")
-        hash_build(data["environment"], build_digest)
-        data["output"].pop("directory")
-        data["record"].pop("allow_flat_cameras", None)  # whether a job may go on, not what it writes
-        for key in ("workers", "max_episode_retries", "name"):
-            data.pop(key)
-        for key in ("timeout", "start_timeout", "max_restarts"):  # time_scale stays: a game may depend on it
-            data["environment"].pop(key)
-        blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
-        return hashlib.sha256(blob).hexdigest()
 
 
 def check_builtin_record(spec: MLAgentsJobSpec) -> None:
@@ -354,14 +339,8 @@ def check_builtin_record(spec: MLAgentsJobSpec) -> None:
     raise_problems(spec, problems)
 
 
-def platform_request(spec: MLAgentsJobSpec) -> dict[str, Any]:
-    """The ``unirender.platforms.PlatformRequest`` fields of the job's games (their cameras always render)."""
-    env = spec.environment
-    return {
-        "width": env.width,
-        "height": env.height,
-        "x_display": env.x_display,
-        "headless": False,
-        "gpu_device": env.gpu_device,
-        "builtin": env.is_builtin,
-    }
+def platform_request(spec: MLAgentsJobSpec) -> PlatformRequest:
+    """The :class:`~unirender.platforms.PlatformRequest` of the job's games (their cameras always render)."""
+    from unirender.platforms import PlatformRequest
+
+    return PlatformRequest.of(spec.environment, headless=False, builtin=spec.environment.is_builtin)

@@ -455,10 +455,55 @@ class OutputSpec(_Strict):
         return self
 
 
-class JobSpec(_Strict):
-    """A rendering job: an environment, what to render, the episodes, and where to write them."""
+class JobSpecBase(_Strict):
+    """What every family's job spec shares: ``version``, ``name``, ``environment``, ``episodes``, ``output``,
+    ``workers``, ``max_episode_retries`` (declared in each family's model, in its own order: a spec's dump, key order
+    included, is what a dataset's manifest writes), the ``workers`` check and the content hash."""
 
-    family: ClassVar[str] = AI2THOR  # the simulator family (unirender.simulator); spec.families maps it
+    family: ClassVar[str]  # the simulator family (unirender.simulator); spec.families maps it
+    # What does not decide the dataset's bytes: the environment's timeouts and restarts, and the section whose
+    # ``allow_flat_cameras`` says whether a job may go on, not what it writes.
+    volatile_environment_keys: ClassVar[tuple[str, ...]]
+    flat_cameras_section: ClassVar[str]
+
+    def __init_subclass__(cls, *, family: str, volatile_environment_keys: tuple[str, ...],
+                          flat_cameras_section: str, **kwargs: Any) -> None:  # fmt: skip
+        """A family's job model names its family and its hash policy as class parameters."""
+        super().__init_subclass__(**kwargs)
+        cls.family, cls.flat_cameras_section = family, flat_cameras_section
+        cls.volatile_environment_keys = volatile_environment_keys
+
+    @field_validator("workers", check_fields=False)
+    @classmethod
+    def _positive_workers(cls, value):
+        if isinstance(value, int) and value < 1:
+            raise ValueError("must be at least 1, or 'auto'")
+        return value
+
+    def content_hash(self, build_digest: str | None = None) -> str:
+        """Hash of everything that decides the dataset's bytes (not where it goes, how many workers, timeouts).
+
+        ``build_digest``: the digest of the build's bytes (jobs pass it), which then stands for its path or name;
+        without it (the builtin player, or a caller that does not know it) the hash is as it always was."""
+        data = self.model_dump(mode="json")
+        hash_build(data["environment"], build_digest)
+        data["output"].pop("directory")
+        data[self.flat_cameras_section].pop("allow_flat_cameras", None)
+        for key in ("workers", "max_episode_retries", "name"):
+            data.pop(key)
+        for key in self.volatile_environment_keys:
+            data["environment"].pop(key)
+        blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+        return hashlib.sha256(blob).hexdigest()
+
+
+class JobSpec(
+    JobSpecBase,
+    family=AI2THOR,
+    volatile_environment_keys=("server_timeout", "server_start_timeout", "max_restarts"),
+    flat_cameras_section="render",
+):
+    """A rendering job: an environment, what to render, the episodes, and where to write them."""
 
     version: Literal[1] = 1
     name: str = Field("job", pattern=r"^[A-Za-z0-9_.\-]+$", max_length=100)
@@ -468,13 +513,6 @@ class JobSpec(_Strict):
     output: OutputSpec = Field(default_factory=OutputSpec)
     workers: int | Literal["auto"] = Field("auto", description="players run side by side")
     max_episode_retries: int = Field(2, ge=0, le=100, description="per episode, after a player crash")
-
-    @field_validator("workers")
-    @classmethod
-    def _positive_workers(cls, value):
-        if isinstance(value, int) and value < 1:
-            raise ValueError("must be at least 1, or 'auto'")
-        return value
 
     @model_validator(mode="after")
     def _combinations(self) -> JobSpec:
@@ -515,19 +553,3 @@ class JobSpec(_Strict):
 
     def controller_kwargs(self) -> dict[str, Any]:
         return self.environment.controller_kwargs(self.render)
-
-    def content_hash(self, build_digest: str | None = None) -> str:
-        """Hash of everything that decides the dataset's bytes (not where it goes or how many workers).
-
-        ``build_digest``: the digest of the build's bytes (jobs pass it), which then stands for its path or name;
-        without it (the builtin player, or a caller that does not know it) the hash is as it always was."""
-        data = self.model_dump(mode="json")
-        hash_build(data["environment"], build_digest)
-        data["output"].pop("directory")
-        data["render"].pop("allow_flat_cameras", None)  # whether a job may go on, not what it writes
-        for key in ("workers", "max_episode_retries", "name"):
-            data.pop(key)
-        for key in ("server_timeout", "server_start_timeout", "max_restarts"):
-            data["environment"].pop(key)
-        blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
-        return hashlib.sha256(blob).hexdigest()

@@ -162,12 +162,14 @@ class MLAgentsConsole:
             raise ApiError(422, "invalid_action", f"no behavior {name!r}; this game has {sorted(behaviors)}")
         space = behaviors[name]
         continuous = _numbers(body.get("continuous") or [0.0] * space.continuous, space.continuous, "continuous")
-        if any(not -1.0 <= v <= 1.0 for v in continuous):
-            raise ApiError(422, "invalid_action", "continuous actions are in [-1, 1]")
         discrete = _numbers(body.get("discrete") or [0] * len(space.discrete), len(space.discrete), "discrete")
-        for i, (choice, size) in enumerate(zip(discrete, space.discrete, strict=True)):
-            if choice != int(choice) or not 0 <= choice < size:
-                raise ApiError(422, "invalid_action", f"discrete[{i}] must be a whole number in 0..{size - 1}")
+        if any(choice != int(choice) for choice in discrete):
+            raise ApiError(422, "invalid_action", "discrete choices are whole numbers")
+        from unirender.service.mlagents_sessions import check_actions
+
+        # The API's own check (one for both), on the one row every deciding agent gets: even with none deciding.
+        check_actions({name: {"continuous": [continuous], "discrete": [[int(c) for c in discrete]]}}, behaviors,
+                      {name: 1}, 1)  # fmt: skip
         steps = event.decision_steps.get(name) if event is not None else None
         n = len(steps) if steps is not None else 0
         actions = {"actions": {name: {"continuous": [continuous] * n, "discrete": [[int(c) for c in discrete]] * n}}}
