@@ -102,7 +102,7 @@ def test_steps_are_deterministic_across_browsers(browser_binary, tmp_path):
 
 @pytest.mark.parametrize("readback", ["png", "screenshot"])
 def test_every_readback_path_gives_the_same_frame(browser_binary, tmp_path, readback):
-    with WebGLController(GAME, 120, 100, actions=ACTIONS, log_dir=tmp_path) as pixels, \
+    with WebGLController(GAME, 120, 100, actions=ACTIONS, log_dir=tmp_path, readback="pixels") as pixels, \
             WebGLController(GAME, 120, 100, actions=ACTIONS, log_dir=tmp_path, readback=readback) as other:
         for action in (None, "right", "red"):
             expected = pixels.step(action).frame

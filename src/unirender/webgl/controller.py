@@ -79,8 +79,10 @@ class WebGLController(RestartWindow):
     build's jslib calls, e.g. ``window.DCL``); ``wait_for``: ``"instance"`` (boot ends when
     ``createUnityInstance`` resolves) or ``"ready"`` (when the page calls ``unirender.ready()``).
     ``reset_message``: a ``[gameObject, method(, argument)]`` SendMessage that starts a new episode; without it
-    ``reset()`` reloads the page (a full reboot of the build). ``readback``: ``pixels`` (``gl.readPixels``, the
-    cheapest), ``png`` (``canvas.toDataURL``) or ``screenshot`` (DevTools ``Page.captureScreenshot``).
+    ``reset()`` reloads the page (a full reboot of the build). ``readback``: ``png`` (``canvas.toDataURL`` in the
+    step's own task: the cheapest end to end, benchmarks/README.md "WebGL"), ``pixels`` (``gl.readPixels`` +
+    base64: cheaper in the page, but 4x the bytes through DevTools) or ``screenshot`` (DevTools
+    ``Page.captureScreenshot``: the composited page, one frame later in the compositor).
     """
 
     family = FAMILY
@@ -94,7 +96,7 @@ class WebGLController(RestartWindow):
         *,
         fps: float = 60.0,
         frames_per_step: int = 1,
-        readback: str = "pixels",
+        readback: str = "png",
         host_script: str = "",
         wait_for: str = "instance",
         reset_message: list | tuple | None = None,
@@ -342,7 +344,10 @@ class WebGLController(RestartWindow):
 
         evaluate(self.browser.page, f"unirender.sendMessage(...{json.dumps(list(message))})", timeout=self.step_timeout)
 
-    def _step(self, step_input: webgl_actions.Input, action: Any, frames: int | None = None) -> WebGLEvent:
+    def _step(self, step_input: webgl_actions.Input, action: Any, frames: int | None = None,
+              until: str | None = None) -> WebGLEvent:
+        """The step's input, then ``frames`` frames (with ``until``: at most that many, ending after the first
+        frame that emitted a value carrying the key ``until``), the readback, the releases."""
         import json
 
         page = self.browser.page
@@ -351,8 +356,8 @@ class WebGLController(RestartWindow):
         if step_input.send_message is not None:
             self._send_message(step_input.send_message)
         page_readback = self.readback if self.readback != "screenshot" else "none"
-        result = evaluate(page, f"unirender.step({frames or self.frames_per_step}, {json.dumps(page_readback)})",
-                          timeout=self.step_timeout)
+        result = evaluate(page, f"unirender.step({frames or self.frames_per_step}, {json.dumps(page_readback)}, "
+                                f"{json.dumps(until)})", timeout=self.step_timeout)
         frame = self._decode(result.get("frame")) if self.readback != "screenshot" else self._screenshot()
         for method, params in webgl_actions.release_events(step_input):
             page.send(method, params)

@@ -132,8 +132,11 @@
       return {width: canvas.width, height: canvas.height, png: canvas.toDataURL("image/png").split(",")[1]};
     },
     // One step's page half: the frames, then the readback and everything emitted since the last step.
-    step(frames, readback) {
-      U.tick(frames);
+    // until: a key; frames then is a maximum, and the step ends after the first frame that emitted a value
+    // carrying that key (AI2-THOR's metadata arrives when its action is done, some frames later).
+    step(frames, readback, until) {
+      if (!until) U.tick(frames);
+      else for (let i = 0; i < frames && !messages.some(m => m && typeof m === "object" && until in m); i++) U.tick(1);
       const frame = readback === "pixels" ? U.readPixels() : readback === "png" ? U.readPNG() : null;
       const emitted = messages.splice(0, messages.length);
       return {frame: frame, messages: emitted, errors: errors.splice(0, errors.length)};
