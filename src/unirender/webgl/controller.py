@@ -66,6 +66,22 @@ class WebGLEvent:
         return cls(frame, list(messages), reward, done, metadata, step, action, list(errors))
 
 
+def launch(executable: str | os.PathLike | None = None, **kwargs: Any) -> WebGLController:
+    """The family's launcher (``cluster.simulators.LAUNCHERS``): a session's controller kwargs, ``executable``
+    naming the build folder; started and reset once, so the session has a first event as the other families'
+    sessions do."""
+    build = kwargs.pop("build", None) or executable
+    if build is None:
+        raise ValueError("a webgl session needs the build folder (environment.executable)")
+    controller = WebGLController(build, **kwargs)
+    try:
+        controller.reset()
+    except BaseException:
+        controller.stop()
+        raise
+    return controller
+
+
 def camera_frames(event: WebGLEvent) -> dict:
     """The registry's camera reader for this family: ``{"frame": (H, W, 3) uint8}``."""
     return {"frame": event.frame}
@@ -318,6 +334,8 @@ class WebGLController(RestartWindow):
     def _input(self, action: Any) -> webgl_actions.Input:
         if action is None:
             return self.declared["noop"]
+        if isinstance(action, Mapping) and set(action) == {"action"}:  # a session's form of step("name")
+            action = action["action"]
         if isinstance(action, str):
             try:
                 return self.declared[action]
