@@ -104,7 +104,7 @@ def test_steps_are_deterministic_across_browsers(browser_binary, tmp_path):
 def test_every_readback_path_gives_the_same_frame(browser_binary, tmp_path, readback):
     with WebGLController(GAME, 120, 100, actions=ACTIONS, log_dir=tmp_path, readback="pixels") as pixels, \
             WebGLController(GAME, 120, 100, actions=ACTIONS, log_dir=tmp_path, readback=readback) as other:
-        for action in (None, "right", "red"):
+        for action in (None, "right", "red", "click", "noop"):  # a click focuses the canvas: no focus ring
             expected = pixels.step(action).frame
             assert np.array_equal(other.step(action).frame, expected)
 

@@ -68,8 +68,7 @@ def browser_flags(renderer: Renderer, user_data_dir: str, width: int, height: in
     # The window is larger than the canvas: headless windows keep ~150 px of (invisible) browser frame, and a
     # viewport squeezed to nothing never produces a compositor frame (screenshots then wait forever). The page's
     # viewport is set to the canvas size over DevTools.
-    flags = [*QUIET_FLAGS, *renderer.flags, f"--user-data-dir={user_data_dir}", "--remote-debugging-port=0",
-             f"--window-size={max(width, 800)},{height + 400}"]
+    flags = [*QUIET_FLAGS, *renderer.flags, f"--user-data-dir={user_data_dir}", f"--window-size={max(width, 800)},{height + 400}"]
     if os.geteuid() == 0:
         flags.append("--no-sandbox")
     return flags
@@ -96,7 +95,6 @@ def probe_renderer(binary: str, renderer: Renderer, timeout: float = PROBE_TIMEO
     with tempfile.TemporaryDirectory(prefix="unirender-chromium-probe-") as profile:
         out = os.path.join(profile, "dump.txt")
         argv = [binary, *browser_flags(renderer, profile, 64, 64), "--dump-dom", _PROBE_PAGE]
-        argv.remove("--remote-debugging-port=0")
         process = ManagedProcess(argv, log_path=out, new_session=True, name="chromium-probe")
         try:
             if process.wait(timeout) is None:

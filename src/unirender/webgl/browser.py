@@ -1,9 +1,10 @@
 """One headless Chromium process with one page, driven over the DevTools protocol; nothing left behind.
 
 Chromium runs in a process group of its own (its GPU, renderer and zygote processes are its children), so
-``close()`` kills the whole group on every path and removes the fresh profile directory it was given. The
-DevTools port is the one Chromium picked (``--remote-debugging-port=0``), read from ``DevToolsActivePort`` in
-the profile: no port is chosen by us and raced for.
+``close()`` kills the whole group on every path and removes the fresh profile directory it was given. DevTools
+is its pipe (``--remote-debugging-pipe``: the browser reads commands on fd 3 and writes on fd 4), never a port
+(webgl/cdp.py says why); bash (dash takes only one-digit fds) puts our two pipe ends on those numbers and execs
+the browser.
 """
 
 from __future__ import annotations
@@ -13,10 +14,9 @@ import shutil
 import signal
 import tempfile
 import time
-from pathlib import Path
 
 from unirender._process import ManagedProcess, describe_exit, signal_name
-from unirender.errors import PlayerCrashedError, PlayerTimeoutError
+from unirender.errors import PlayerCrashedError
 from unirender.platforms.chromium import Renderer, browser_flags
 from unirender.webgl.cdp import CDPConnection
 
@@ -63,13 +63,28 @@ class Browser:
         self.process: ManagedProcess | None = None
         self.page: CDPConnection | None = None
         self.log_path = log_path
+        to_browser = from_browser = None
         try:
-            argv = [binary, *browser_flags(renderer, self.profile, width, height), "about:blank"]
+            to_browser, from_browser = os.pipe(), os.pipe()
+            theirs = (to_browser[0], from_browser[1])
+            argv = ["/bin/bash", "-c", f'exec "$0" "$@" 3<&{theirs[0]} 4>&{theirs[1]} {theirs[0]}<&- {theirs[1]}>&-',
+                    binary, *browser_flags(renderer, self.profile, width, height), "--remote-debugging-pipe",
+                    "about:blank"]
             # new_session: the whole browser (GPU, renderers, zygotes) is one process group we can kill.
-            self.process = ManagedProcess(argv, log_path=log_path, new_session=True, name="chromium")
-            port, _ = self._devtools_port(start_timeout)
-            self.page = CDPConnection(self._page_url(port, start_timeout), timeout=command_timeout)
+            self.process = ManagedProcess(argv, log_path=log_path, new_session=True, pass_fds=theirs,
+                                          name="chromium")
+            for fd in theirs:
+                os.close(fd)
+            self.page = CDPConnection(to_browser[1], from_browser[0], timeout=command_timeout)
+            to_browser = from_browser = None  # the connection owns our ends now
+            self.page.session_id = self._attach_page(start_timeout)
         except BaseException:
+            for pair in (to_browser, from_browser):
+                for fd in pair or ():
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
             self.close()
             raise
 
@@ -95,7 +110,7 @@ class Browser:
     def close(self) -> None:
         page, self.page = self.page, None
         if page is not None:
-            page.close()
+            page._fail_all("closed by unirender")
         process, self.process = self.process, None
         if process is not None:
             try:
@@ -104,6 +119,8 @@ class Browser:
                 pass
             process.terminate(0)  # reaps, closes the log
             wait_group_gone(process.pid)
+        if page is not None:
+            page.close()  # its reader ends: the browser's end of the pipe is gone
         if self.profile:
             shutil.rmtree(self.profile, ignore_errors=True)
             self.profile = ""
@@ -115,35 +132,12 @@ class Browser:
             pass
 
     # -- start-up --------------------------------------------------------------------------------------------
-    def _devtools_port(self, timeout: float) -> tuple[int, str]:
-        """Chromium writes ``<port>\\n<browser path>`` once it listens; there is no other announcement but its
-        log line, so we look for the file, checking the process between looks."""
-        path = Path(self.profile) / "DevToolsActivePort"
-        deadline = time.monotonic() + timeout
-        delay = 0.01
-        while True:
-            try:
-                port, browser_path = path.read_text().split("\n")[:2]
-                if port.strip().isdigit() and browser_path.strip():
-                    return int(port), browser_path.strip()
-            except (OSError, ValueError):
-                pass
-            if not self.process.alive():
-                raise self.crash_error("starting")
-            if time.monotonic() > deadline:
-                raise PlayerTimeoutError(f"Chromium did not open its DevTools port within {timeout:g} s",
-                                         log_path=self.log_path, log_tail=self.process.log_tail())
-            time.sleep(delay)
-            delay = min(delay * 2, 0.2)
-
-    def _page_url(self, port: int, timeout: float) -> str:
-        """The websocket of the tab Chromium opened (about:blank)."""
-        import json
-        import urllib.request
-
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=timeout) as answer:
-            targets = json.load(answer)
-        pages = [t for t in targets if t.get("type") == "page" and t.get("webSocketDebuggerUrl")]
+    def _attach_page(self, timeout: float) -> str:
+        """The DevTools session of the tab Chromium opened (about:blank)."""
+        targets = self.page.send("Target.getTargets", timeout=timeout, session_id=None)["targetInfos"]
+        pages = [t for t in targets if t.get("type") == "page"]
         if not pages:
             raise self.crash_error("looking for its tab (none open)")
-        return pages[0]["webSocketDebuggerUrl"]
+        attached = self.page.send("Target.attachToTarget", {"targetId": pages[0]["targetId"], "flatten": True},
+                                  timeout=timeout, session_id=None)
+        return attached["sessionId"]

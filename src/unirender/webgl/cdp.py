@@ -1,23 +1,26 @@
-"""A small Chrome DevTools Protocol client: one websocket, commands answered by id, events to listeners.
+"""A small Chrome DevTools Protocol client over Chromium's DevTools pipe: commands answered by id, events to
+listeners.
 
-Why our own (80 lines) and not playwright or pyppeteer: playwright's Python package brings its own Node driver
-and browser downloads (a closed network has neither), pyppeteer is unmaintained and asyncio-only, and
-unirender's controllers are synchronous. websocket-client is a small pure-Python dependency; one reader thread
-hands each answer to the command that waits for it, so a dead browser (the socket closes) fails every waiting
-command at once instead of hanging it.
+Why the pipe (``--remote-debugging-pipe``: JSON messages ending in NUL on the browser's fds 3 and 4) and not a
+DevTools port: a port on 127.0.0.1 is open to every local user, and DevTools can read any file the browser's
+user can (``file://``) and run anything in the page; the pipe belongs to us alone, needs no port, no port file
+to wait for and no websocket library. Why our own client (~100 lines) and not playwright or pyppeteer:
+playwright's Python package brings its own Node driver and browser downloads (a closed network has neither),
+pyppeteer is unmaintained and asyncio-only, and unirender's controllers are synchronous. One reader thread hands
+each answer to the command that waits for it, so a dead browser (the pipe ends) fails every waiting command at
+once instead of hanging it.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
-
-import websocket  # websocket-client
 
 from unirender.errors import PlayerCrashedError, PlayerTimeoutError, UnirenderError
 
@@ -27,18 +30,18 @@ class CDPError(UnirenderError):
 
 
 class CDPConnection:
-    """One DevTools websocket (a page target's, or the browser's with ``session_id`` per command)."""
+    """The browser's DevTools pipe: ``write_fd`` (its fd 3), ``read_fd`` (its fd 4); both are ours to close.
+    Commands go to ``session_id`` (the attached page) unless sent with ``session_id=None`` explicitly."""
 
-    def __init__(self, url: str, *, timeout: float = 30.0) -> None:
-        self.url = url
+    def __init__(self, write_fd: int, read_fd: int, *, timeout: float = 30.0) -> None:
         self.timeout = timeout
-        self._ws = websocket.create_connection(url, timeout=timeout, suppress_origin=True,
-                                               enable_multithread=True, skip_utf8_validation=True)
-        self._ws.settimeout(None)  # the reader blocks; commands time out on their futures instead
+        self.session_id: str | None = None
+        self._write_fd, self._read_fd = write_fd, read_fd
         self._ids = itertools.count(1)
         self._pending: dict[int, Future] = {}
         self._listeners: list[Callable[[str, dict], None]] = []
         self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
         self.closed_reason: str | None = None
         self._reader = threading.Thread(target=self._read, name="unirender-cdp", daemon=True)
         self._reader.start()
@@ -47,10 +50,12 @@ class CDPConnection:
         """``listener(method, params)`` for every event, called on the reader thread (keep it short)."""
         self._listeners.append(listener)
 
-    def send(self, method: str, params: dict | None = None, *, timeout: float | None = None) -> dict:
+    def send(self, method: str, params: dict | None = None, *, timeout: float | None = None,
+             session_id: str | None | bool = True) -> dict:
         """One command and its result; raises CDPError for the browser's error, PlayerCrashedError when the
-        connection is gone, PlayerTimeoutError after ``timeout`` seconds (the connection's default)."""
-        future = self.send_async(method, params)
+        connection is gone, PlayerTimeoutError after ``timeout`` seconds (the connection's default).
+        ``session_id``: True for the attached page's session, None for the browser itself."""
+        future = self.send_async(method, params, session_id=session_id)
         try:
             return future.result(self.timeout if timeout is None else timeout)
         except FutureTimeout:
@@ -59,53 +64,74 @@ class CDPConnection:
                 "(a hung tab)"
             ) from None
 
-    def send_async(self, method: str, params: dict | None = None) -> Future:
+    def send_async(self, method: str, params: dict | None = None, *, session_id: str | None | bool = True) -> Future:
         future: Future = Future()
         with self._lock:
             if self.closed_reason is not None:
                 raise PlayerCrashedError(f"the browser connection is closed ({self.closed_reason})")
             command_id = next(self._ids)
             self._pending[command_id] = future
+        message = {"id": command_id, "method": method, "params": params or {}}
+        session = self.session_id if session_id is True else session_id
+        if session:
+            message["sessionId"] = session
+        data = json.dumps(message).encode() + b"\0"
         try:
-            self._ws.send(json.dumps({"id": command_id, "method": method, "params": params or {}}))
-        except (OSError, websocket.WebSocketException) as exc:
-            self._fail_all(f"send failed: {exc}")
+            with self._write_lock:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(self._write_fd, view):]
+        except OSError as exc:
+            self._fail_all(f"writing to the DevTools pipe failed: {exc}")
         return future
 
     def close(self) -> None:
-        try:
-            self._ws.close(timeout=1)
-        except Exception:  # already gone
-            pass
         self._fail_all("closed by unirender")
+        for fd in (self._write_fd,):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._write_fd = -1
         if self._reader is not threading.current_thread():
-            self._reader.join(5)
+            self._reader.join(5)  # ends once the browser is gone and the pipe closes
 
     # -- the reader thread ------------------------------------------------------------------------------------
     def _read(self) -> None:
+        buffer = bytearray()
         try:
             while True:
-                raw = self._ws.recv()
-                if not raw:
+                chunk = os.read(self._read_fd, 1 << 20)
+                if not chunk:
                     break
-                message = json.loads(raw)
-                if "id" in message:
-                    with self._lock:
-                        future = self._pending.pop(message["id"], None)
-                    if future is None:
-                        continue
-                    if "error" in message:
-                        error = message["error"]
-                        future.set_exception(CDPError(f"{error.get('message')} ({error.get('data', '')})"))
-                    else:
-                        future.set_result(message.get("result", {}))
-                else:
-                    for listener in list(self._listeners):
-                        listener(message.get("method", ""), message.get("params", {}))
-        except (OSError, websocket.WebSocketException, ValueError) as exc:
+                buffer += chunk
+                while (end := buffer.find(b"\0")) >= 0:
+                    raw, buffer = bytes(buffer[:end]), buffer[end + 1:]
+                    self._dispatch(json.loads(raw))
+        except (OSError, ValueError) as exc:
             self._fail_all(f"{type(exc).__name__}: {exc}")
             return
-        self._fail_all("the browser closed the DevTools connection")
+        finally:
+            try:
+                os.close(self._read_fd)
+            except OSError:
+                pass
+        self._fail_all("the browser closed its DevTools pipe")
+
+    def _dispatch(self, message: dict) -> None:
+        if "id" in message:
+            with self._lock:
+                future = self._pending.pop(message["id"], None)
+            if future is None:
+                return
+            if "error" in message:
+                error = message["error"]
+                future.set_exception(CDPError(f"{error.get('message')} ({error.get('data', '')})"))
+            else:
+                future.set_result(message.get("result", {}))
+        else:
+            for listener in list(self._listeners):
+                listener(message.get("method", ""), message.get("params", {}))
 
     def _fail_all(self, reason: str) -> None:
         with self._lock:

@@ -32,7 +32,7 @@ def host_page(build: WebGLBuild, width: int, height: int, *, host_script: str = 
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><link rel="icon" href="data:,"><title>unirender: {html.escape(build.name)}</title>
 <style>html,body{{margin:0;padding:0;overflow:hidden;background:#000}}
-#unity-canvas{{display:block;width:{width}px;height:{height}px}}</style></head>
+#unity-canvas{{display:block;width:{width}px;height:{height}px;outline:none}}</style></head>
 <body><canvas id="unity-canvas" width="{width}" height="{height}" tabindex="-1"></canvas>
 <script src="/__unirender__/host.js"></script>
 <script>{host_script}</script>
