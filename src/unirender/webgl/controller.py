@@ -323,8 +323,12 @@ class WebGLController(RestartWindow):
             self.console.append("exception: " + str(details.get("exception", {}).get("description")
                                                     or details.get("text"))[:500])
         elif method in ("Inspector.targetCrashed", "Inspector.detached"):
-            self.browser.page._fail_all("the tab crashed" if method == "Inspector.targetCrashed"
-                                        else f"DevTools detached ({params.get('reason')})")
+            browser = self.browser  # None once shut down (this runs on the reader thread)
+            page = browser.page if browser is not None else None
+            if page is None:
+                return
+            page._fail_all("the tab crashed" if method == "Inspector.targetCrashed"
+                           else f"DevTools detached ({params.get('reason')})")
 
     def _console_tail(self) -> str:
         lines = list(self.console)[-10:]
