@@ -194,3 +194,35 @@ def test_reset_reloads_the_page_or_sends_the_declared_message(game, browser_bina
         assert tuple(c.reset().frame[50, 60]) == (0, 255, 0)
     with pytest.raises(ActionError, match="no scene"):
         game.reset("FloorPlan1")
+
+
+def test_a_sigkilled_unirender_leaves_no_browser_behind(browser_binary, tmp_path):
+    """The browser dies with the process that started it (PR_SET_PDEATHSIG through bash's exec), and its
+    renderer, GPU and zygote processes with it."""
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import sys, time\n"
+        "from unirender.webgl import WebGLController\n"
+        f"c = WebGLController({str(GAME)!r}, 64, 64, log_dir={str(tmp_path)!r})\n"
+        "c.reset()\n"
+        "print(c.process.pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    try:
+        browser = int(child.stdout.readline())
+        assert group_members(browser)  # running
+        child.kill()
+        child.wait(30)
+        deadline = time.monotonic() + 30  # watched, never helped: nothing here signals the group
+        while group_members(browser) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert group_members(browser) == []
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
