@@ -208,13 +208,15 @@ def test_a_sigkilled_unirender_leaves_no_browser_behind(browser_binary, tmp_path
         "from unirender.webgl import WebGLController\n"
         f"c = WebGLController({str(GAME)!r}, 64, 64, log_dir={str(tmp_path)!r})\n"
         "c.reset()\n"
-        "print(c.process.pid, flush=True)\n"
+        "print(c.process.pid, c.browser.profile, flush=True)\n"
         "time.sleep(600)\n"
     )
+    profile = ""
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     try:
-        browser = int(child.stdout.readline())
+        pid, profile = child.stdout.readline().split()
+        browser = int(pid)
         assert group_members(browser)  # running
         child.kill()
         child.wait(30)
@@ -226,3 +228,7 @@ def test_a_sigkilled_unirender_leaves_no_browser_behind(browser_binary, tmp_path
         if child.poll() is None:
             child.kill()
             child.wait()
+        # A SIGKILLed process cannot remove its browser profile (docs/webgl.md says so): the test does.
+        import shutil
+
+        shutil.rmtree(profile, ignore_errors=True)

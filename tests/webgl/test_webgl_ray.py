@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import pytest
-from fixtures.webgl import ACTIONS, GAME
 
+from fixtures.webgl import ACTIONS, GAME
 from unirender.webgl.browser import group_members
 
 ray = pytest.importorskip("ray")
