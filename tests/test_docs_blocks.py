@@ -224,7 +224,7 @@ def wait_healthy(proc: subprocess.Popen, port: str, log: Path, timeout: float = 
         try:
             if requests.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
                 return
-        except requests.ConnectionError:
+        except (requests.ConnectionError, requests.Timeout):  # a gunicorn worker still booting under load
             pass
         time.sleep(0.1)
     pytest.fail(f"the server did not answer /healthz within {timeout:g} s:\n{log.read_text()[-4000:]}")

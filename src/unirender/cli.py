@@ -13,6 +13,7 @@ import sys
 SUBCOMMAND_MODULES = [
     "unirender.platforms.cli",  # doctor, xorg-config
     "unirender.spec.cli",  # spec check, spec schema
+    "unirender.builds.cli",  # builds add, list, show, verify, rm, gc, tag, export, import, pull, import-ai2thor
     "unirender.jobs.cli",  # render, demo
     "unirender.service.cli",  # serve
 ]

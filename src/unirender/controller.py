@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from unirender._process import ManagedProcess, RestartBudget, RestartWindow, in_terminal_foreground
+from unirender.builds.resolve import controller_build
 from unirender.errors import ActionError, PlayerCrashedError, PlayerError, RestartError, raising
 from unirender.protocol import ProtocolError, build_event
 from unirender.protocol.images import parse_depth_format
@@ -85,6 +86,7 @@ class Controller(RestartWindow):
     A :class:`unirender.simulator.Simulator` of the ``ai2thor`` family (``describe()``)."""
 
     family = AI2THOR
+    build_digest: str | None = None  # the build store's digest when the build was named by reference
     stop_grace_s = 2.0  # SIGTERM, then SIGKILL after this long
 
     def __init__(
@@ -109,8 +111,14 @@ class Controller(RestartWindow):
         host: str = "127.0.0.1",
         port: int | None = None,
         wsgi_fast_path: bool = True,
+        build: str | None = None,
+        commit_id: str | None = None,
+        local_executable_path: str | os.PathLike | None = None,
         **initialize_params,
     ):
+        """``executable``: a path, ``"builtin"``, or a build-store reference; ``build``: a reference
+        (``"ai2thor:<commit>"``, ``"name:tag"``, ``"sha256:<digest>"``); ``commit_id`` and
+        ``local_executable_path``: AI2-THOR's own keywords (docs/builds.md)."""
         if quality not in QUALITY_SETTINGS:
             raise ValueError(f"quality must be one of {list(QUALITY_SETTINGS)}, got {quality!r}")
         for name, value in (("width", width), ("height", height)):
@@ -131,6 +139,11 @@ class Controller(RestartWindow):
             if player_hub is not None:
                 raise ValueError("start_unity=False listens on its own port (host=, port=); not with player_hub")
             executable = BUILTIN  # nothing is launched
+        else:
+            resolved = controller_build(executable, build=build, commit_id=commit_id,
+                                        local_executable_path=local_executable_path, platform=platform)  # fmt: skip
+            executable = resolved.executable
+            self.build_digest = resolved.stored.digest if resolved.stored is not None else None
         self.builtin = str(executable) == BUILTIN
         self.executable = BUILTIN if self.builtin else os.fspath(executable)
         if self.start_unity and not self.builtin and not os.access(self.executable, os.X_OK):

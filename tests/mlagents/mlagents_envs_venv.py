@@ -91,6 +91,20 @@ def ensure_venv(version: str = "0.28") -> Path:
     return python
 
 
+def client_python(version: str) -> Path:
+    """For the tests: the client's venv python; a venv that cannot be built fails the test (never skipped)."""
+    import pytest
+
+    try:
+        return ensure_venv(version)
+    except subprocess.CalledProcessError as exc:  # e.g. no network to PyPI: say so instead of a vague failure
+        output = (exc.stderr or b"").decode(errors="replace")[-2000:]
+        pytest.fail(f"could not build the {VENVS[version].label} venv ({' '.join(map(str, exc.cmd[:4]))} ...): "
+                    f"{output}")  # fmt: skip
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"building the {VENVS[version].label} venv took longer than {exc.timeout} s")
+
+
 def write_player_launcher(directory: Path, name: str = "ReachTarget.x86_64", env: dict | None = None) -> Path:
     """An executable that starts the reference player with this checkout's code, like a Unity build would be
     started (mlagents-envs finds ``<name>.x86_64`` and appends ``--mlagents-port N`` and its other flags)."""

@@ -9,7 +9,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from pettingzoo.test import parallel_api_test
 
-from unirender.mlagents import UnityEnvironment
+from unirender.mlagents import TerminalSteps, UnityEnvironment
 from unirender.mlagents.envs.unity_aec_env import UnityAECEnv
 from unirender.mlagents.envs.unity_gym_env import UnityGymException, UnityToGymWrapper
 from unirender.mlagents.envs.unity_parallel_env import UnityParallelEnv
@@ -41,6 +41,7 @@ def test_gym_wrapper_passes_check_env(monkeypatch, uint8_visual, package):
         assert vector_space.shape == (8,)
         assert image_space.dtype == (np.uint8 if uint8_visual else np.float32)
         obs, info = env.reset(seed=1)
+        assert isinstance(obs, tuple)  # what Gymnasium's Tuple space holds (mlagents-envs' API: a list, above)
         rewards, steps = [], 0
         terminated = truncated = False
         while not (terminated or truncated):
@@ -55,6 +56,26 @@ def test_gym_wrapper_passes_check_env(monkeypatch, uint8_visual, package):
         assert env.render() is obs[0]
         with pytest.raises(UnityGymException, match="already returned done = True"):
             env.step(env.action_space.sample())
+    finally:
+        env.close()
+
+
+def test_gym_wrapper_with_mlagents_envs_api(monkeypatch):
+    """``old_gym_api=True``: mlagents-envs 1.1's (gym <= 0.25's) ``reset() -> obs`` and ``step() -> (obs, reward,
+    done, info)``, with ``allow_multiple_obs`` observations as lists, as mlagents-envs gives them."""
+    env = UnityToGymWrapper(unity_env(monkeypatch, 1), allow_multiple_obs=True, action_space_seed=0, old_gym_api=True)
+    try:
+        obs = env.reset()
+        assert isinstance(obs, list) and [o.shape for o in obs][1] == (8,) and obs[0].shape in CAMERA
+        assert env.observation_space.contains(obs)
+        done, steps = False, 0
+        while not done:
+            obs, reward, done, info = env.step(env.action_space.sample())
+            assert isinstance(obs, list) and isinstance(reward, float) and isinstance(done, bool)
+            steps += 1
+            assert steps <= MAX_STEP
+        assert isinstance(info["step"], TerminalSteps)  # done for any terminal step, interrupted (max_step) or not
+        assert isinstance(env.reset(), list)
     finally:
         env.close()
 

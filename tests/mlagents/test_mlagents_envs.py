@@ -19,24 +19,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from mlagents_envs_stand_in_driver import actions
-from mlagents_envs_venv import DRIVER, VENVS, ensure_venv, write_player_launcher
+from mlagents_envs_venv import DRIVER, VENVS, client_python, write_player_launcher
 
 from fixtures import mlagents_game as game
 from unirender.mlagents import MLAgentsController
 
 STAND_IN_DRIVER = Path(__file__).with_name("mlagents_envs_stand_in_driver.py")
-
-
-def client_python(version: str):
-    """The client's venv python; a venv that cannot be built fails the test (it is never skipped)."""
-    try:
-        return ensure_venv(version)
-    except subprocess.CalledProcessError as exc:  # e.g. no network to PyPI: say so instead of a vague failure
-        output = (exc.stderr or b"").decode(errors="replace")[-2000:]
-        pytest.fail(f"could not build the {VENVS[version].label} venv ({' '.join(map(str, exc.cmd[:4]))} ...): "
-                    f"{output}")  # fmt: skip
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"building the {VENVS[version].label} venv took longer than {exc.timeout} s")
 
 
 def free_port() -> int:

@@ -64,12 +64,14 @@ def _submit_and_die(root, point: str) -> str | None:
     return job_id
 
 
-@pytest.mark.parametrize("point", ["queued", "running", "frame:2", "frame:7", "commit:2", "frame:15"])
+@pytest.mark.parametrize("point", ["queued", "running", "frame:2", "frame:7", "commit:2", "frame:15", "commit:5"])
 def test_a_job_survives_sigkill_at_any_point(tmp_path, reference, point):
     """queued (record written, no response yet), running (before the first frame), frame:2 (first chunk, nothing
     committed), frame:7 (mid-run, mid-chunk), commit:2 (during a commit: the dataset's commit log has the
     chunk, the job's record not yet), frame:15 (inside the pose episode: its resume teleports to the pose
-    before its first open chunk)."""
+    before its first open chunk), commit:5 (the last chunk committed, the manifest not yet written: the resume
+    renders nothing and must still write the manifest an uninterrupted run writes, the player's version, platform
+    and device included; found by benchmarks/soak.py --service-restarts)."""
     killed_id = _submit_and_die(tmp_path, point)
     assert_no_players_left(tmp_path / "data")  # the players died with the service
     service = Service(tmp_path)

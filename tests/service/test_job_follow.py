@@ -9,6 +9,7 @@ import logging
 import threading
 
 import pytest
+import requests
 from durable_helpers import Service, assert_no_players_left
 
 from unirender.client import Client, ServiceUnreachableError
@@ -73,6 +74,7 @@ def test_wait_follows_the_same_job_across_a_sigkill_and_restart(tmp_path, outage
         assert status["progress"]["frames_done"] == 11
         assert job.reconnects == 1
         assert "taking up 1 job(s)" in second.log()
+        assert "unirender_jobs_taken_up_total 1.0" in requests.get(second.url + "/metrics", timeout=10).text
     finally:
         for service in (first, second):
             if service is not None:

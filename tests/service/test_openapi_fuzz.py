@@ -40,5 +40,5 @@ def test_api_conforms_to_its_openapi_document(service):
             case.call_and_validate(headers={"Authorization": f"Bearer {TOKEN}"}, checks=checks, timeout=30)
 
         run()
-    assert "POST /v1/sessions/{session_id}/step" in tested and "POST /v1/steps" in tested and len(tested) == 18
+    assert "POST /v1/sessions/{session_id}/step" in tested and "POST /v1/steps" in tested and len(tested) == 22
     assert "Traceback" not in service.log()

@@ -4,15 +4,23 @@ Placement: actors ask ``num_cpus=0`` (a CPU-holding actor silently caps a node a
 ``num_gpus=1`` when the session wants a GPU, and custom resources — ``display`` for players needing an X display, optionally a CPU-share resource — so that admission is counted by what nodes
 declare. A session for which the cluster has no room within ``wait_timeout`` fails with ``CapacityError``.
 
-Failures: a crashed actor or a lost node is restarted by Ray (``max_restarts``) on any node with room; the session
-notices (the call fails, or the actor's incarnation changed), waits for the new actor, starts a fresh player and
-raises ``RestartError`` (episode lost, as locally). When Ray gives up, ``SessionLostError``; ``restart()`` then
-places a brand-new actor. Every ``ray.get`` is bounded.
+Failures: a crashed actor is restarted by Ray (``max_restarts``; a lost node's actors too when ``replace_timeout``
+is 0); the session notices (the call fails, or the actor's incarnation changed), waits for the new actor, starts a
+fresh player and raises ``RestartError`` (episode lost, as locally). When Ray gives up, ``SessionLostError``;
+``restart()`` then places a brand-new actor. Every ``ray.get`` is bounded.
+
+A lost *node* is ridden through (docs/cluster.md, "When a Ray node is lost"): the session places a new actor
+itself on a node with room (not Ray's restart, which would wait unbounded for room and use up ``max_restarts``,
+the bound on an actor that keeps crashing on a live node), waiting up to ``replace_timeout``, and raises
+:class:`ActorLostError` (``cause`` ``node_lost``); no room in time: one ``SessionLostError`` saying what it tried.
+``backend.faults()`` counts it; each lost node is logged once.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +48,7 @@ if TYPE_CHECKING:
     from unirender.protocol.event import Event
     from unirender.simulator import Description
 
+log = logging.getLogger(__name__)
 
 # Ray system config that sends frames (up to 8 MiB per reply) inline in the actor's reply instead of through the
 # object store: fewer round trips per step (measured in benchmarks/results-scale.md). Cluster-wide: give it to the
@@ -48,6 +57,17 @@ INLINE_FRAMES_SYSTEM_CONFIG = {
     "max_direct_call_object_size": 8 * 2**20,
     "task_rpc_inlined_bytes_limit": 64 * 2**20,
 }
+
+
+class ActorLostError(RestartError):
+    """The session's Ray actor died (``cause`` ``actor_lost``: restarted by Ray on its node) or its node did
+    (``node_lost``: placed again on another node), and a new actor with a new player took over: the episode is
+    lost, as after a player crash (a ``RestartError``: a gym env ends the episode truncated, ``info["restart_cause"]``
+    is ``cause``)."""
+
+    def __init__(self, message: str, *, cause: str):
+        super().__init__(message)
+        self.cause = cause
 
 
 class RaySession(Session):
@@ -75,7 +95,10 @@ class RaySession(Session):
 
     def reset(self, scene: str | None = None, **initialize_params: Any) -> Event:
         with self._lock:
-            return self._call("reset", scene, initialize_params)
+            try:
+                return self._call("reset", scene, initialize_params)
+            except ActorLostError:  # a new actor took over during the reset: a reset's new episode is what was asked
+                return self._call("reset", scene, initialize_params)
 
     def restart(self) -> Event:
         with self._lock:
@@ -118,16 +141,17 @@ class RaySession(Session):
         return {k: self._placed.get(k) for k in keys}
 
     # -- internals ---------------------------------------------------------------------------------------
-    def _place_and_start(self) -> None:
+    def _place_and_start(self, wait_timeout: float | None = None) -> None:
         """Wait for room (bounded by ``wait_timeout``), then for the actor and its player (``start_timeout``).
 
         An actor that dies before its player answers (Ray placed it on a node that was going away: a killed
         container or machine the cluster does not know is gone yet) is replaced by another, placed anew, until
-        ``start_timeout``; a player that fails to start is the player's error, raised at once."""
+        ``start_timeout``; a player that fails to start is the player's error, raised at once. ``wait_timeout``:
+        how long to wait for room instead of the backend's."""
         backend = self._backend
         deadline = time.monotonic() + backend.start_timeout
         while True:
-            backend._wait_for_room(self)
+            backend._wait_for_room(self, wait_timeout)
             actor = backend._actor_class(self.resources, self._kwargs).remote(self._kwargs)
             try:
                 try:
@@ -206,6 +230,9 @@ class RaySession(Session):
         """Wait for Ray's restart of the actor, start its player, then raise ``RestartError`` (or lost)."""
         old_node = self._placed.get("node")
         self.state = RESTARTING
+        backend = self._backend
+        if backend.replace_timeout and not backend._node_alive(old_node):
+            self._replace(reason, old_node)
         deadline = time.monotonic() + self._backend.start_timeout
         while True:
             try:
@@ -214,6 +241,8 @@ class RaySession(Session):
                 )
                 break
             except ray.exceptions.ActorUnavailableError:  # restarting, or its node is going away: try again
+                if backend.replace_timeout and not backend._node_alive(old_node):  # its node's loss now known
+                    self._replace(reason, old_node)
                 if time.monotonic() > deadline:
                     self.state = LOST
                     raise SessionLostError(
@@ -221,6 +250,8 @@ class RaySession(Session):
                     ) from None
                 time.sleep(0.2)
             except (ray.exceptions.ActorDiedError, ray.exceptions.GetTimeoutError) as exc:
+                if backend.replace_timeout and not backend._node_alive(old_node):
+                    self._replace(reason, old_node)
                 self.state = LOST
                 raise SessionLostError(
                     f"session {self.id}: {reason}; Ray did not restart it ({_first_line(exc)}); "
@@ -233,9 +264,41 @@ class RaySession(Session):
                 ) from exc
         self.restarts += 1
         self._adopt(placed, first)
-        raise RestartError(
+        backend.count_fault("truncated:actor_lost")
+        raise ActorLostError(
             f"session {self.id}: {reason}; restarted on node {placed['node']} (was {old_node}) with a new player. "
-            "The episode is lost: call reset()."
+            "The episode is lost: call reset().",
+            cause="actor_lost",
+        )
+
+    def _replace(self, reason: str, old_node: str | None) -> None:
+        """The session's node is lost: a new actor and player on a node with room, waiting for room up to
+        ``replace_timeout``; raises ``ActorLostError`` (``node_lost``), or ``SessionLostError`` saying what it
+        tried when no node could take it."""
+        backend = self._backend
+        backend._node_lost(old_node, reason)
+        self._kill_actor()  # and Ray's pending restart of it, if any: this session places its own
+        started = time.monotonic()
+        try:
+            self._place_and_start(wait_timeout=backend.replace_timeout)
+        except (CapacityError, SessionLostError) as exc:
+            self.state = LOST
+            backend.count_fault("gave_up")
+            raise SessionLostError(
+                f"session {self.id}: its Ray node {old_node} was lost ({reason}) and no other node took it: tried "
+                f"for {time.monotonic() - started:.0f} s (replace_timeout={backend.replace_timeout:g}) to place an "
+                f"actor asking for {backend.actor_options(self.resources)}: {exc}"
+            ) from exc
+        except BaseException:
+            self.state = LOST
+            raise
+        self.restarts += 1
+        backend.count_fault("replaced")
+        backend.count_fault("truncated:node_lost")
+        raise ActorLostError(
+            f"session {self.id}: its Ray node {old_node} was lost ({reason}); restarted on node "
+            f"{self._placed.get('node')} with a new actor and player. The episode is lost: call reset().",
+            cause="node_lost",
         )
 
     def _refresh_after_player_restart(self) -> None:
@@ -272,7 +335,8 @@ class RayBackend(SessionBackend):
     sends frames inline, ``INLINE_FRAMES_SYSTEM_CONFIG``). ``max_restarts``: how often Ray
     restarts a session's actor after it or its node dies. ``wait_timeout``: seconds a session may wait to be
     placed. ``display_resource`` / ``cpu_resource``: names of the custom resources asked for ``Resources.display``
-    and ``Resources.cpu`` (``cpu_resource=None``: CPU share not counted).
+    and ``Resources.cpu`` (``cpu_resource=None``: CPU share not counted). ``replace_timeout``: seconds a session
+    whose node was lost waits for another node to take it (``0``: no riding through, Ray's restart only).
     """
 
     name = "ray"
@@ -286,12 +350,16 @@ class RayBackend(SessionBackend):
         start_timeout: float = 180.0,
         step_timeout: float = 120.0,
         stop_timeout: float = 10.0,
+        replace_timeout: float = 180.0,
         display_resource: str = "display",
         cpu_resource: str | None = None,
         controller_defaults: dict | None = None,
         init_options: dict | None = None,
     ):
         super().__init__()
+        if replace_timeout < 0:
+            raise ValueError(f"replace_timeout must be >= 0 seconds (0: no riding through lost nodes), "
+                             f"got {replace_timeout!r}")
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         self._owns_ray = False
         if not ray.is_initialized():
@@ -314,6 +382,10 @@ class RayBackend(SessionBackend):
         self.start_timeout = start_timeout
         self.step_timeout = step_timeout
         self.stop_timeout = stop_timeout
+        self.replace_timeout = float(replace_timeout)
+        self._faults: dict[str, int] = {}
+        self._faults_lock = threading.Lock()
+        self._lost_nodes: set[str | None] = set()  # logged once each
         self.display_resource = display_resource
         self.cpu_resource = cpu_resource
         self.controller_defaults = dict(controller_defaults or {})
@@ -340,15 +412,17 @@ class RayBackend(SessionBackend):
             needs["GPU"] = options["num_gpus"]
         return needs
 
-    def _wait_for_room(self, session: RaySession) -> None:
-        """Until the cluster has the session's resources free, up to ``wait_timeout``; else ``CapacityError``.
+    def _wait_for_room(self, session: RaySession, wait_timeout: float | None = None) -> None:
+        """Until the cluster has the session's resources free, up to ``wait_timeout`` (the argument, else the
+        backend's); else ``CapacityError``.
 
         Checked on the cluster's resource view rather than by waiting on a pending actor, so that a slow worker
         start is not mistaken for a full cluster (and a full cluster fails in ``wait_timeout``, not later)."""
         needs = self._needs(session.resources)
         if not needs:
             return
-        deadline = time.monotonic() + self.wait_timeout
+        wait_timeout = self.wait_timeout if wait_timeout is None else wait_timeout
+        deadline = time.monotonic() + wait_timeout
         while True:
             available = ray.available_resources()
             short = {k: v for k, v in needs.items() if available.get(k, 0.0) + 1e-9 < v}
@@ -360,9 +434,40 @@ class RayBackend(SessionBackend):
                     f"{k}: needs {v:g}, {available.get(k, 0.0):g} free of {total.get(k, 0.0):g}"
                     for k, v in short.items()
                 )
-                waited = f" within {self.wait_timeout:g} s" if self.wait_timeout else ""
+                waited = f" within {wait_timeout:g} s" if wait_timeout else ""
                 raise CapacityError(f"no Ray node could take session {session.id}{waited}: {detail}")
             time.sleep(0.1)
+
+    # -- riding through lost nodes (docs/cluster.md, "When a Ray node is lost") ---------------------------------
+    def _node_alive(self, node_id: str | None) -> bool:
+        """Whether the cluster still lists ``node_id`` as alive (unknown: assumed alive, Ray's restart decides)."""
+        if node_id is None:
+            return True
+        try:
+            nodes = ray.nodes()
+        except Exception:  # noqa: BLE001 - the GCS unreachable: nothing to tell
+            return True
+        return next((bool(n.get("Alive")) for n in nodes if n.get("NodeID") == node_id), True)
+
+    def _node_lost(self, node_id: str | None, reason: str) -> None:
+        """Counted and logged once per node, however many sessions it held."""
+        with self._faults_lock:
+            if node_id in self._lost_nodes:
+                return
+            self._lost_nodes.add(node_id)
+            self._faults["nodes_lost"] = self._faults.get("nodes_lost", 0) + 1
+        log.warning("Ray node %s was lost (%s); placing its sessions on other nodes for up to %g s", node_id,
+                    reason, self.replace_timeout)
+
+    def count_fault(self, what: str) -> None:
+        with self._faults_lock:
+            self._faults[what] = self._faults.get(what, 0) + 1
+
+    def faults(self) -> dict[str, int]:
+        """What this backend rode through: ``nodes_lost``, ``replaced`` (sessions placed again after their node was
+        lost), ``truncated:<cause>`` (episodes lost: ``node_lost``, ``actor_lost``), ``gave_up``."""
+        with self._faults_lock:
+            return dict(self._faults)
 
     def _actor_class(self, resources: Resources, kwargs: dict | None = None) -> Any:
         options = self.actor_options(resources)
@@ -399,6 +504,7 @@ class RayBackend(SessionBackend):
         info = super().info()
         info["cluster_resources"] = ray.cluster_resources()
         info["available_resources"] = ray.available_resources()
+        info["faults"] = self.faults()
         return info
 
     def close(self) -> None:

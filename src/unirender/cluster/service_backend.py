@@ -17,6 +17,9 @@ through it, from one thread).
 from __future__ import annotations
 
 import contextlib
+import logging
+import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -42,6 +45,8 @@ from unirender.simulator import AI2THOR, MLAGENTS, family_of
 
 if TYPE_CHECKING:
     from unirender.simulator import Description
+
+log = logging.getLogger(__name__)
 
 # -- controller kwargs -> the service's session body (the inverse of service/*_sessions.py) ------------------
 def _refuse(family: str, keys: list[str], why: str) -> None:
@@ -168,6 +173,35 @@ def description_from_dict(doc: dict) -> Description:
                        **{k: v for k, v in doc.items() if k in top})  # fmt: skip
 
 
+class ServiceOutageError(RestartError):
+    """The service went away (restarted, redeployed, unreachable for a while) under this session and came back:
+    the session was recreated there (or its step's outcome could not be known), so its episode is lost, as after
+    a player crash (a ``RestartError``: a gym env ends the episode truncated, ``info["restart_cause"]`` is
+    ``cause``). ``cause``: ``service_restart`` (the service lost the session: recreated) or ``step_unknown`` (the
+    session survived, but whether this step reached it cannot be told)."""
+
+    def __init__(self, message: str, *, cause: str):
+        super().__init__(message)
+        self.cause = cause
+
+
+# Answers that mean the session may be gone because the SERVICE went away (not the player): checked against
+# the service's own record of the session (GET /v1/sessions/{id}: ``lost`` or unknown -> recreate).
+_MAYBE_RESTARTED = ("session_ended", "session_not_found", "session_lost")
+
+
+def _outage_kind(exc: BaseException) -> str | None:
+    """``away``: the service cannot be reached or says it is restarting; ``gone``: it answers but may have lost
+    the session in a restart; None: any other error (the player's, the caller's)."""
+    from unirender.client import is_outage
+
+    if is_outage(exc):
+        return "away"
+    if getattr(exc, "code", None) in _MAYBE_RESTARTED or isinstance(exc, SessionLostError):
+        return "gone"
+    return None
+
+
 class ServiceSession(Session):
     """A session of the service, with the local sessions' verbs and events (see the module doc)."""
 
@@ -178,13 +212,19 @@ class ServiceSession(Session):
         self._backend = backend
         self._body = body
         self.remote: Any = None  # the client's RemoteSession / RemoteMLAgentsSession
+        self._remote_calls = 0  # steps + resets the current remote session completed (its ``steps`` on the service)
 
-    def _open(self) -> None:
+    def _open(self, *, raw_errors: bool = False) -> None:
+        """A new session on the service from this session's body (``raw_errors``: the client's exceptions as they
+        are, for the outage logic to read; else as the local backends raise them)."""
         try:
             remote = self._backend.client.session(**self._body)
         except Exception as exc:
+            if raw_errors:
+                raise
             raise self._backend._local(exc) from exc
         self.remote = remote
+        self._remote_calls = 0
         try:
             self.last_event = remote.latest_event()
         except BaseException:
@@ -204,10 +244,12 @@ class ServiceSession(Session):
         with self._lock:
             self._check_ready()
             if self.family == AI2THOR:
-                return self._done(self._call(lambda: self.remote.reset(scene, **initialize_params)))
-            if scene is not None:
+                call = lambda: self.remote.reset(scene, **initialize_params)  # noqa: E731
+            elif scene is not None:
                 raise ValueError("an ML-Agents game has no scenes: reset(None, **environment_parameters)")
-            return self._done(self._call(lambda: self.remote.reset(**initialize_params)))
+            else:
+                call = lambda: self.remote.reset(**initialize_params)  # noqa: E731
+            return self._done(self._call(call, reset=True))
 
     def restart(self) -> Any:
         with self._lock:
@@ -255,14 +297,83 @@ class ServiceSession(Session):
         if self.state == LOST or self.remote is None:
             raise SessionLostError(f"session {self.id}: its player failed and the service ended it; call restart()")
 
-    def _call(self, fn: Callable[[], Any]) -> Any:
+    def _call(self, fn: Callable[[], Any], *, reset: bool = False) -> Any:
         try:
             return fn()
         except Exception as exc:
+            return self._recover(exc, fn, reset=reset)
+
+    def _recover(self, exc: BaseException, redo: Callable[[], Any], *, reset: bool = False) -> Any:
+        """After ``exc`` from a call on the remote session: ride an outage through (``redo``: the call again;
+        ``reset``: it is a reset, which a recreated session simply does), or raise ``exc`` as locally."""
+        if self._backend.reconnect_timeout and _outage_kind(exc) is not None:
+            return self._ride_outage(exc, redo, reset=reset)
+        raise self._failed(exc) from exc
+
+    def _ride_outage(self, exc: BaseException, redo: Callable[[], Any], *, reset: bool = False) -> Any:
+        """``redo()``'s outcome once the service is back, for a call that failed with ``exc`` (an outage, or an
+        answer saying the session may be gone): waits for the service (``ServiceBackend.await_session``), then
+        - it still has the session and never got the call: the call again; it got it: its event;
+        - it lost the session (restarted) or no longer knows it: a new session there (the service going away
+          again meanwhile is waited for too), and :class:`ServiceOutageError` (the episode is lost;
+          ``last_event`` is the new session's first view); a reset is simply done on the new session;
+        - the session ended for another reason (deleted, reaped, its player failed): the error, as without outages.
+        Past ``reconnect_timeout`` (from the first failure): ``SessionLostError`` naming the URL and how long."""
+        backend = self._backend
+        deadline = time.monotonic() + backend.reconnect_timeout
+        cause: BaseException = exc
+        while True:
+            try:
+                doc = backend.await_session(self.remote.id if self.remote is not None else None, cause, deadline)
+            except SessionLostError:
+                self.state = LOST
+                raise
+            state = (doc or {}).get("state")
+            if doc is not None and state not in ("lost", STOPPED):
+                return self._resume_live(doc, exc, redo)
+            if doc is not None and state == STOPPED:  # ended for a reason of its own: not an outage
+                raise self._failed(exc) from exc
+            old, self.remote = self.remote, None
+            stop_quietly(old)  # a lost record: deleted; nothing if the service does not know it
+            try:
+                self._open(raw_errors=True)
+            except Exception as again:
+                if _outage_kind(again) == "away":  # the service went away again while the session was made
+                    cause = again
+                    continue
+                self.state = LOST
+                raise backend._local(again) from again
+            self.restarts += 1
+            backend.count_fault("recreated")
+            if reset:  # a reset asks for a new episode: the new session's, no episode lost
+                return self._call(redo, reset=True)
+            backend.count_fault("truncated:service_restart")
+            raise ServiceOutageError(f"session {self.id}: the service at {backend.client.url} lost it in a restart "
+                                     f"({exc}); recreated there: the episode is lost",
+                                     cause="service_restart") from exc  # fmt: skip
+
+    def _resume_live(self, doc: dict, exc: BaseException, redo: Callable[[], Any]) -> Any:
+        """The session survived the outage: did the failed call reach it? (the service's step count says)"""
+        backend = self._backend
+        if doc.get("state") == LOST or doc.get("steps") is None:  # the service's own player failed
             raise self._failed(exc) from exc
+        done = int(doc["steps"])
+        if done == self._remote_calls:  # the call never reached the session: send it again
+            return self._call(redo)
+        if done == self._remote_calls + 1:  # it did: its event is the session's latest
+            return self.remote.latest_event()
+        backend.count_fault("truncated:step_unknown")
+        self.last_event = self.remote.latest_event()
+        self._remote_calls = done
+        self.restarts += 1
+        raise ServiceOutageError(f"session {self.id}: the service at {backend.client.url} went away during a "
+                                 f"step ({exc}); whether the step ran cannot be told: the episode is lost",
+                                 cause="step_unknown") from exc  # fmt: skip
 
     def _failed(self, exc: BaseException) -> BaseException:
         """``exc`` as the local backends raise it, the session's state following (as ``LocalSession._call``)."""
+        if isinstance(exc, ServiceOutageError):  # already accounted for by _ride_outage
+            return exc
         if isinstance(exc, RestartError):
             self.restarts += 1  # the service's player was restarted: episode lost, the new one's first event
             try:
@@ -277,8 +388,18 @@ class ServiceSession(Session):
 
     def _done(self, event: Any) -> Any:
         self.steps += 1
+        self._remote_calls += 1
         self.last_event = event
         return event
+
+
+class _Outcome:
+    """A session's final outcome in ``step_many``'s fall-back (an event, or the exception as raised locally)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value
 
 
 class ServiceBackend(SessionBackend):
@@ -290,11 +411,90 @@ class ServiceBackend(SessionBackend):
 
     name = "service"
 
-    def __init__(self, url: str, token: str | None = None, *, format: str = "msgpack", timeout: float = 600.0):
+    def __init__(self, url: str, token: str | None = None, *, format: str = "msgpack", timeout: float = 600.0,
+                 reconnect_timeout: float = 180.0):
         super().__init__()
         from unirender.client import Client
 
+        if reconnect_timeout < 0:
+            raise ValueError(f"reconnect_timeout must be >= 0 seconds (0: no riding through outages), "
+                             f"got {reconnect_timeout!r}")
         self.client = Client(url, token, format=format, timeout=timeout)
+        self.reconnect_timeout = float(reconnect_timeout)
+        self._faults: dict[str, int] = {}
+        self._faults_lock = threading.Lock()
+        self._outage_since: float | None = None  # when the current outage began (one log line per outage)
+
+    # -- riding through outages (docs/cluster.md, "When the render host goes away") ---------------------------
+    def await_session(self, remote_id: str | None, cause: BaseException, deadline: float) -> dict | None:
+        """The service's record of session ``remote_id`` (``GET /v1/sessions/{id}``; no id: ``/readyz``) once the
+        service answers; None when it does not know the session. Polls with backoff (0.1 s doubling to 2 s) while
+        the service is away; past ``deadline`` (monotonic): ``SessionLostError`` naming the URL and how long."""
+        from unirender.client import is_outage
+
+        started = deadline - self.reconnect_timeout
+        delay, last = 0.1, cause
+        away = _outage_kind(cause) == "away"
+        if away:
+            self._outage_began(cause)
+        while True:
+            try:
+                if remote_id is None:
+                    self.client._json("GET", "/readyz")
+                    doc = None
+                else:
+                    doc = self.client._json("GET", f"/v1/sessions/{remote_id}")
+            except Exception as exc:
+                code = getattr(exc, "code", None)
+                if code == "session_not_found":
+                    doc = None
+                elif code == "session_ended":  # ended for a reason of its own (deleted, reaped, player failed)
+                    doc = {"state": STOPPED}
+                elif is_outage(exc) or code == "not_ready":
+                    if not away:
+                        away = True
+                        self._outage_began(exc)
+                    last = exc
+                    now = time.monotonic()
+                    if now > deadline:
+                        self.count_fault("gave_up")
+                        raise SessionLostError(
+                            f"the service at {self.client.url} stayed unreachable for {now - started:.0f} s "
+                            f"(reconnect_timeout={self.reconnect_timeout:g}): {last}") from last
+                    time.sleep(min(delay, max(0.0, deadline - now) + 0.01))
+                    delay = min(2 * delay, 2.0)
+                    continue
+                else:
+                    raise
+            if away:
+                self._outage_ended()
+            return doc
+
+    def _outage_began(self, exc: BaseException) -> None:
+        with self._faults_lock:
+            if self._outage_since is not None:
+                return
+            self._outage_since = time.monotonic()
+        log.warning("the service at %s is away (%s); reconnecting for up to %g s", self.client.url, exc,
+                    self.reconnect_timeout)
+
+    def _outage_ended(self) -> None:
+        with self._faults_lock:
+            since, self._outage_since = self._outage_since, None
+            if since is None:
+                return
+            self._faults["reconnects"] = self._faults.get("reconnects", 0) + 1
+        log.warning("the service at %s is back after %.1f s", self.client.url, time.monotonic() - since)
+
+    def count_fault(self, what: str) -> None:
+        with self._faults_lock:
+            self._faults[what] = self._faults.get(what, 0) + 1
+
+    def faults(self) -> dict[str, int]:
+        """What this backend rode through: ``reconnects`` (outages that ended), ``recreated`` (sessions made
+        again on a restarted service), ``truncated:<cause>`` (episodes lost, by cause), ``gave_up``."""
+        with self._faults_lock:
+            return dict(self._faults)
 
     def create_session(
         self,
@@ -345,19 +545,21 @@ class ServiceBackend(SessionBackend):
                 ready.append((i, session, normalize_action(action, {}) if session.family == AI2THOR else action))
             try:
                 answers = self.client.step_many([(s.remote, a) for _, s, a in ready]) if ready else []
-            except Exception:  # noqa: BLE001 - refused whole: each steps alone below
+            except Exception:  # noqa: BLE001 - refused whole (or the service away): each steps alone below
                 answers = [None] * len(ready)
                 for k, (_, session, action) in enumerate(ready):
                     try:
-                        answers[k] = session.remote.step(action)
+                        answers[k] = _Outcome(session._done(session._call(lambda s=session, a=action: s.remote.step(a))))
+                    except Exception as exc:  # noqa: BLE001 - this session's outcome, already as raised locally
+                        answers[k] = _Outcome(exc)
+            for (i, session, action), answer in zip(ready, answers, strict=True):
+                if isinstance(answer, _Outcome):
+                    results[i] = answer.value
+                elif isinstance(answer, BaseException):
+                    try:  # an item's error: as the session's own step would raise it (an outage ridden through)
+                        results[i] = session._done(session._recover(answer, lambda s=session, a=action: s.remote.step(a)))
                     except Exception as exc:  # noqa: BLE001 - this session's outcome
-                        answers[k] = exc
-            for (i, session, _), answer in zip(ready, answers, strict=True):
-                if isinstance(answer, BaseException):
-                    error = session._failed(answer)
-                    if error is not answer:
-                        error.__cause__ = answer
-                    results[i] = error
+                        results[i] = exc
                 else:
                     results[i] = session._done(answer)
         return results
@@ -368,6 +570,7 @@ class ServiceBackend(SessionBackend):
     def info(self) -> dict:
         info = super().info()
         info["url"] = self.client.url
+        info["faults"] = self.faults()
         return info
 
     def close(self) -> None:
@@ -375,4 +578,5 @@ class ServiceBackend(SessionBackend):
         self.client.close()
 
 
-__all__ = ["SESSION_BODIES", "ServiceBackend", "ServiceSession", "description_from_dict", "local_error"]
+__all__ = ["SESSION_BODIES", "ServiceBackend", "ServiceOutageError", "ServiceSession", "description_from_dict",
+           "local_error"]

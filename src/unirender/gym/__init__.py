@@ -11,6 +11,8 @@
   ``VectorEnv`` (next-step, same-step or no autoreset); one game per slot for ML-Agents.
 - :class:`MLAgentsVectorEnv` (``mlagents_vector.py``): the other ML-Agents layout, the agents of one game as
   the slots (same-step autoreset).
+- :class:`VideoRecorder`, :class:`VectorVideoRecorder` (``video.py``): episodes streamed to mp4 files with
+  ``RecordVideo``'s triggers; :func:`game_fps`, every env's ``render_fps``.
 - ``unirender.gym.sb3`` (needs the ``[sb3]`` extra, imported only there): the Stable-Baselines3 path,
   ``make_vec_env`` and the ``VecEnv`` adapter.
 
@@ -27,6 +29,7 @@ from unirender.gym.mlagents_vector import MLAgentsVectorEnv
 from unirender.gym.observations import DEPTH_DTYPES, MODALITY_ATTRIBUTE, ObservationLayout, observation_layout
 from unirender.gym.session_env import SessionEnv
 from unirender.gym.vector import UnityVectorEnv
+from unirender.gym.video import VectorVideoRecorder, VideoRecorder, game_fps
 
 ENV_ID = "unirender/Unity-v0"
 
@@ -42,7 +45,10 @@ __all__ = [
     "SessionEnv",
     "UnityEnv",
     "UnityVectorEnv",
+    "VectorVideoRecorder",
+    "VideoRecorder",
     "environment_controller_kwargs",
+    "game_fps",
     "make_env",
     "observation_layout",
 ]

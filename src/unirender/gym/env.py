@@ -19,6 +19,7 @@ from gymnasium import spaces
 from unirender.cluster.base import Resources, Session, SessionBackend
 from unirender.gym.observations import modality_list, observation_layout
 from unirender.gym.session_env import SessionEnv
+from unirender.gym.video import game_fps
 from unirender.simulator import AI2THOR, Description
 
 DEFAULT_ACTIONS = ("MoveAhead", "RotateLeft", "RotateRight", "LookUp", "LookDown")
@@ -140,6 +141,7 @@ class UnityEnv(SessionEnv):
             render_mode=render_mode,
             max_episode_steps=max_episode_steps,
         )
+        self.metadata = {**self.metadata, "render_fps": game_fps(self._controller_kwargs)}  # the game's clock
         try:
             self._launch(session)
             _check_actions(self.actions, self.session.describe())

@@ -29,6 +29,7 @@ from gymnasium import spaces
 
 from unirender.cluster.base import Resources, SessionBackend
 from unirender.gym.session_env import SessionEnv
+from unirender.gym.video import game_fps
 from unirender.simulator import BehaviorActions, Description, ObservationDescription
 
 _MAX_IDLE_STEPS = 10_000  # steps waited for the agent to ask for a decision again (games may skip decisions)
@@ -91,6 +92,7 @@ class MLAgentsEnv(SessionEnv):
             render_mode=render_mode,
             max_episode_steps=max_episode_steps,
         )
+        self.metadata = {**self.metadata, "render_fps": game_fps(self._controller_kwargs)}  # the game's clock
         try:
             self._launch()
             self._declare(self.session.describe(), behavior, observations, action_parts)

@@ -71,6 +71,7 @@ class MLAgentsVectorEnv(VectorEnv):
             raise
         self.num_envs = len(self.agent_ids)
         self.render_mode = render_mode
+        self.metadata = {**self.metadata, "render_fps": self.env.metadata["render_fps"]}
         self.single_observation_space = self.env.observation_space
         self.single_action_space = self.env.action_space
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
@@ -204,6 +205,9 @@ class MLAgentsVectorEnv(VectorEnv):
             **self._infos(),
             "restarted": np.ones(self.num_envs, bool),
             "_restarted": np.ones(self.num_envs, bool),
+            # as UnityVectorEnv's: "player" (a crash), or what a backend rode through (node_lost, service_restart...)
+            "restart_cause": np.array([getattr(exc, "cause", "player")] * self.num_envs, dtype=object),
+            "_restart_cause": np.ones(self.num_envs, bool),
         }
         for slot in range(self.num_envs):
             single = final[slot] if not isinstance(final, dict) else {k: v[slot] for k, v in final.items()}

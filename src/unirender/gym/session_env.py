@@ -103,7 +103,9 @@ class SessionEnv(gymnasium.Env):
             # The player (or its actor) died and a new one took over: the episode is lost, so it ends here as
             # truncated, showing the new player's first view; the next reset() starts over.
             obs, info = self._restarted(action)
-            return obs, 0.0, False, True, {**info, "restarted": True, "error_message": str(exc)}
+            # restart_cause: "player" (a crash), or the outage a service backend rode through (service_restart...)
+            cause = getattr(exc, "cause", "player")
+            return obs, 0.0, False, True, {**info, "restarted": True, "restart_cause": cause, "error_message": str(exc)}
         if self.max_episode_steps is not None and self._elapsed >= self.max_episode_steps:
             truncated = True
         return obs, reward, terminated, truncated, info

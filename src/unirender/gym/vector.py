@@ -98,6 +98,7 @@ class UnityVectorEnv(VectorEnv):
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
         self.render_mode = first.render_mode
+        self.metadata = {**self.metadata, "render_fps": first.metadata["render_fps"]}
         self._discrete = isinstance(self.single_action_space, spaces.Discrete)
         self._env_obs: list[Any] = [None] * num_envs
         self._autoreset = np.zeros(num_envs, dtype=bool)

@@ -22,6 +22,11 @@ def register(sub) -> None:
     )
     p.add_argument("--quiet", action="store_true", help="no progress output, only the summary")
     p.add_argument(
+        "--allow-build-change",
+        action="store_true",
+        help="resume even though the build's bytes differ from those the dataset was started with (docs/builds.md)",
+    )
+    p.add_argument(
         "--backend",
         choices=["local", "ray", "service"],
         default=None,
@@ -34,6 +39,21 @@ def register(sub) -> None:
     p.add_argument("--url", default=None, help="the service for --backend service, e.g. http://render-host:8200")
     p.add_argument("--token", default=None, help="its bearer token (default: $UNIRENDER_TOKEN)")
     p.set_defaults(func=cmd_render)
+
+    from unirender.spec.models import MODALITIES
+
+    v = sub.add_parser("video", help="make mp4 videos of a dataset's episodes from its frames (unirender[video])")
+    v.add_argument("dataset", help="a finished dataset's directory")
+    v.add_argument("--episode", action="append", help="a unit id or an episode number (repeatable; default: all)")
+    v.add_argument("--modality", action="append", choices=MODALITIES, help="repeatable (default: every one)")
+    v.add_argument("--camera", action="append", help="'agent', a camera or sensor name (repeatable; default: all)")
+    v.add_argument("--fps", type=float, default=None, help="default: the spec's output.video, else 30")
+    v.add_argument("--quality", choices=["low", "medium", "high", "best"], default=None, help="default: high")
+    v.add_argument("--codec", default=None, help="h264 (default), hevc, av1, vp9 or an FFmpeg encoder name")
+    v.add_argument("--tile", action=argparse.BooleanOptionalAction, default=None,
+                   help="one tiled video per episode (the contact sheet's layout)")
+    v.add_argument("--out", default=None, help="where videos/ goes (default: the dataset's directory)")
+    v.set_defaults(func=cmd_video)
 
     d = sub.add_parser("demo", help="render a short tour of a built-in scene in every modality")
     d.add_argument("--out", default="demo-output", help="output directory (default: ./demo-output)")
@@ -73,6 +93,7 @@ def _run(spec, args) -> int:
             resume=args.resume,
             reporter=reporter_for(sys.stderr, quiet=args.quiet),
             backend=backend,
+            allow_build_change=getattr(args, "allow_build_change", False),
         )
     except JobInterrupted as exc:
         how = "stopped at once" if exc.immediate else "interrupted"
@@ -126,3 +147,34 @@ def cmd_demo(args) -> int:
     if rc == 0:
         print(f"contact sheet: {contact_sheet_for(args.out, frame=demo.sheet_frame)}")
     return rc
+
+
+def cmd_video(args) -> int:
+    """``unirender video DATASET``: options from the command line over the spec's ``output.video``."""
+    from pydantic import ValidationError
+
+    from unirender.jobs.dataset import Dataset
+    from unirender.jobs.episode_videos import write_dataset_videos
+    from unirender.spec.errors import format_errors, validation_problems
+    from unirender.spec.models import VideoSpec
+
+    try:
+        dataset = Dataset(args.dataset)
+        options = dict((dataset.manifest.get("spec", {}).get("output") or {}).get("video") or {})
+        given = {"fps": args.fps, "quality": args.quality, "codec": args.codec, "tile": args.tile,
+                 "modalities": args.modality, "cameras": args.camera}  # fmt: skip
+        options.update({k: v for k, v in given.items() if v is not None})
+        try:
+            video = VideoSpec.model_validate(options)
+        except ValidationError as exc:
+            problems = validation_problems(exc, options, VideoSpec, prefix="output.video")
+            raise SpecError(format_errors(problems, header="invalid video options"), problems) from None
+        write_dataset_videos(args.dataset, episodes=args.episode, video=video, out=args.out,
+                             progress=lambda path: print(path, flush=True))  # fmt: skip
+    except SpecError as exc:
+        print(f"unirender: {exc}", file=sys.stderr)
+        return 2
+    except UnirenderError as exc:
+        print(f"unirender: {exc}", file=sys.stderr)
+        return 1
+    return 0

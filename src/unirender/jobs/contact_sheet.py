@@ -39,12 +39,16 @@ def turbo(x: np.ndarray) -> np.ndarray:
     return (np.clip(rgb, 0, 1) * 255).astype(np.uint8)
 
 
-def scalar_to_rgb(values: np.ndarray) -> tuple[np.ndarray, str]:
+def scalar_to_rgb(
+    values: np.ndarray, value_range: tuple[float, float] | None = None
+) -> tuple[np.ndarray, str]:
+    """Turbo over the frame's own range of valid (finite, positive) values, or over ``value_range`` (a video's
+    fixed scale)."""
     values = np.asarray(values, dtype=np.float64)
     valid = np.isfinite(values) & (values > 0)
     if not valid.any():
         return np.zeros(values.shape + (3,), np.uint8), "empty"
-    lo, hi = float(values[valid].min()), float(values[valid].max())
+    lo, hi = value_range if value_range is not None else (float(values[valid].min()), float(values[valid].max()))
     rgb = turbo((values - lo) / (hi - lo if hi > lo else 1.0))
     rgb[~valid] = 0
     return rgb, f"{lo:.3g} to {hi:.3g}"
@@ -105,14 +109,15 @@ def as_rgb(array: np.ndarray) -> np.ndarray:
     return np.zeros(array.shape[:2] + (3,), np.uint8)
 
 
-def visualize(label: str, array: np.ndarray) -> tuple[np.ndarray, str]:
-    """``(RGB image, caption)`` for one named frame."""
+def visualize(
+    label: str, array: np.ndarray, value_range: tuple[float, float] | None = None
+) -> tuple[np.ndarray, str]:
+    """``(RGB image, caption)`` for one named frame; ``value_range`` fixes depth's scale (else the frame's)."""
     lowered = label.lower()
     if "flow" in lowered:
         return flow_to_rgb(array)
     if "depth" in lowered and np.asarray(array).dtype.kind == "f":
-        rgb, value_range = scalar_to_rgb(array)
-        return rgb, value_range
+        return scalar_to_rgb(array, value_range)
     return as_rgb(array), ""
 
 
@@ -124,13 +129,19 @@ def _font(size: int):
 
 
 def contact_sheet(
-    frames: Iterable[tuple[str, np.ndarray]], *, tile: int = 256, columns: int = 4, title: str | None = None
+    frames: Iterable[tuple[str, np.ndarray]],
+    *,
+    tile: int = 256,
+    columns: int = 4,
+    title: str | None = None,
+    value_range: tuple[float, float] | None = None,
 ) -> Image.Image:
     """A grid of ``tile``-wide panels, each captioned with its label (and value range where useful); ``title``
-    (e.g. which frame of which episode) gets a row of its own above the grid."""
+    (e.g. which frame of which episode) gets a row of its own above the grid; ``value_range``: depth's scale
+    (default: each panel's own)."""
     panels = []
     for label, array in frames:
-        rgb, caption = visualize(label, array)
+        rgb, caption = visualize(label, array, value_range)
         image = Image.fromarray(rgb)
         scale = tile / max(image.width, image.height)
         size = (max(1, round(image.width * scale)), max(1, round(image.height * scale)))

@@ -175,6 +175,13 @@ def modality_of(key: str) -> str:
     return "rgb"
 
 
+def video_stream(key: str) -> tuple[str, str]:
+    """``(camera, modality)`` of a frame key, naming its video: ``frame`` -> ``("agent", "rgb")``,
+    ``third_party_depth_frames.corner`` -> ``("corner", "depth")``."""
+    camera = key.partition(".")[2] if key.startswith("third_party_") else "agent"
+    return camera, modality_of(key)
+
+
 def frames_to_record(event, render: RenderSpec) -> dict[str, np.ndarray]:
     """The event's decoded images that the spec asks for. Keys are ``Event.frames()`` names; a third-party
     stack ``(N, H, W, ...)`` is split into one image per camera, keyed ``<name>.<camera name>`` in camera
@@ -237,6 +244,7 @@ class AI2THORJobs:
     frame_parts = None  # the writer stores the frames the render section asks for (write_behind)
 
     units = staticmethod(expand_units)
+    video_stream = staticmethod(video_stream)  # a frame key's (camera, modality): its video (jobs.episode_videos)
 
     @staticmethod
     def render_section(spec: JobSpec) -> RenderSpec:

@@ -98,6 +98,7 @@ class Executor:
         self.failure: BaseException | None = None
         self.failure_report = ""
         self.player_info: dict[str, Any] = {}
+        self.on_player: Callable[[dict[str, Any]], None] | None = None  # told player_info once it is known
         self.player_stats: list[dict[str, Any]] = []
 
     # -- the workers ----------------------------------------------------------------------------------
@@ -217,8 +218,15 @@ class Executor:
             ledger.commit(unit, k, records)
             committed[0] += len(records)
 
+        episode_writer = open_episode_writer(self.root, unit.id, self.spec.output, self.render.depth_format)
+        if self.spec.output.video is not None:  # its chunks' video segments too, encoded on threads of their own
+            from unirender.jobs.episode_videos import VideoEpisodeWriter
+
+            episode_writer = VideoEpisodeWriter(
+                episode_writer, self.root, unit.id, self.spec.output.video, self.family.video_stream
+            )
         writer = WriteBehind(
-            open_episode_writer(self.root, unit.id, self.spec.output, self.render.depth_format),
+            episode_writer,
             self.render,
             self.spec.output,
             commit=commit,
@@ -306,3 +314,5 @@ class Executor:
                     device=placement.get("device"),
                     software=placement.get("software_device"),
                 )
+            if self.on_player is not None:  # before the frame's chunk can commit
+                self.on_player(dict(self.player_info))

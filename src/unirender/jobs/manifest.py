@@ -64,6 +64,7 @@ def build_manifest(
     committed: CommitsByUnit,
     result,
     player_info: dict[str, Any],
+    build_digest: str | None = None,
 ) -> dict[str, Any]:
     from unirender import __version__
 
@@ -78,8 +79,9 @@ def build_manifest(
     return {
         **({"protocol": protocol} if protocol else {}),
         "name": spec.name,
-        "spec_hash": spec.content_hash(),
+        "spec_hash": spec.content_hash(build_digest),
         "spec": spec.model_dump(mode="json"),
+        **({"build": {"name": spec.environment.build_name, "digest": build_digest}} if build_digest else {}),
         "directory": str(Path(root).resolve()),  # where this run wrote it (--out or output.directory)
         "unirender_version": __version__,
         "player_version": player_info.get("player_version"),

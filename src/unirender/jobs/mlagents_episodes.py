@@ -307,6 +307,11 @@ class MLAgentsJobs:
     units = staticmethod(expand_mlagents_units)
 
     @staticmethod
+    def video_stream(key: str) -> tuple[str, str]:
+        """A camera sensor's image of one agent (``<sensor>.<i>``) is a camera of its own, in colour."""
+        return key, "rgb"
+
+    @staticmethod
     def render_section(spec: MLAgentsJobSpec) -> RenderSpec:
         """What the shared writer, annotations and manifest read: colour images, no cameras, no annotations."""
         return RenderSpec()

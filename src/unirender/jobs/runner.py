@@ -121,8 +121,10 @@ class JobRunner:
         cancel: threading.Event | None = None,
         backend=None,
         player_factory: Callable[[dict], Any] | None = None,
+        allow_build_change: bool = False,
     ):
         self.spec = spec
+        self.allow_build_change = allow_build_change
         self.family = job_family(spec.family)
         self.root = Path(output_dir if output_dir is not None else spec.output.directory)
         self.requested_workers = workers if workers is not None else spec.workers
@@ -145,17 +147,23 @@ class JobRunner:
 
     def run(self) -> JobResult:
         started = time.monotonic()
+        if self.spec.output.video is not None:
+            from unirender.jobs.episode_videos import check_video_spec
+
+            check_video_spec(self.spec.output.video)  # a missing codec fails before anything starts
         units = self.family.units(self.spec)
         chunk = self.spec.output.frames_per_shard
-        state = JobState.open(self.root, self.spec, resume=self.resume)
+        build_digest = self._build_digest()
+        state = JobState.open(self.root, self.spec, resume=self.resume, build_digest=build_digest,
+                              allow_build_change=self.allow_build_change)  # fmt: skip
         try:
             ledger = Ledger(self.root, state, units, chunk, self.reporter, self.progress)
             runs, kept = ledger.resume()
             result = JobResult(directory=self.root, manifest_path=self.root / MANIFEST, units=len(units))
             result.units_resumed = ledger.units_done
-            player_info: dict[str, Any] = {}
+            player_info: dict[str, Any] = state.recorded_player()  # a run with nothing left renders nothing
             if runs:
-                player_info = self._render(runs, ledger, result)
+                player_info = self._render(runs, ledger, result, state)
             result.elapsed_s = time.monotonic() - started
             result.step_s, result.write_s, result.encode_s = ledger.step_s, ledger.write_s, ledger.encode_s
             result.frames_written = ledger.frames_done - kept
@@ -165,14 +173,36 @@ class JobRunner:
             render = self.family.render_section(self.spec)
             write_annotations(self.root, self.spec, render, units, ledger.committed)
             manifest = build_manifest(
-                self.spec, self.family, render, self.root, units, ledger.committed, result, player_info
+                self.spec, self.family, render, self.root, units, ledger.committed, result, player_info,
+                build_digest=build_digest,
             )
+            if self.spec.output.video is not None:
+                from unirender.jobs.episode_videos import finish_videos
+
+                manifest["videos"] = finish_videos(
+                    self.root, self.spec.output.video, units, ledger.committed, chunk
+                )
             write_manifest(self.root, manifest)
             return result
         finally:
             state.close()
 
-    def _render(self, runs, ledger: Ledger, result: JobResult) -> dict[str, Any]:
+    def _build_digest(self) -> str | None:
+        """The digest of the bytes the job's build names (docs/builds.md): the dataset is pinned to it. A path
+        that is not here, for a backend whose players start elsewhere, is not pinned (logged)."""
+        from unirender.builds import BuildError
+        from unirender.builds.resolve import named_build_digest
+
+        environment = self.spec.environment
+        try:
+            return named_build_digest(environment.build_name, environment.platform)
+        except (BuildError, OSError) as exc:
+            if self.backend is None and self.player_factory is None:
+                raise JobError(f"environment: {exc}") from exc
+            log.warning("the job's build is not pinned to a digest here (%s); its players start elsewhere", exc)
+            return None
+
+    def _render(self, runs, ledger: Ledger, result: JobResult, state: JobState) -> dict[str, Any]:
         resolution = None if (self.backend or self.player_factory) else resolve_platform(self.spec)
         player_info: dict[str, Any] = {}
         try:
@@ -196,6 +226,7 @@ class JobRunner:
                 _pinned_kwargs(self.spec, resolution),
             )
             executor.player_info.update(player_info)
+            executor.on_player = state.record_player
             result.players = executor.player_stats
             self.reporter.start(total=ledger.frames_total, done=ledger.frames_done, workers=n)  # grows with grids
             try:
@@ -229,13 +260,16 @@ def render(
     cancel: threading.Event | None = None,
     backend=None,
     player_factory: Callable[[dict], Any] | None = None,
+    allow_build_change: bool = False,
 ) -> JobResult:
     """Run a job spec (a ``JobSpec``, a mapping, or a YAML/JSON/TOML path) into a dataset directory.
 
     ``output_dir`` overrides ``output.directory``; ``workers`` overrides ``workers``; ``resume=False``
     discards what an earlier run left there. ``progress(dict)`` is called after every frame; setting
     ``cancel`` stops the job after the current frames (the result has ``cancelled=True``; run it again to
-    resume). Raises ``SpecError`` before anything starts, ``JobError`` when an episode fails for good.
+    resume). Raises ``SpecError`` before anything starts, ``JobError`` when an episode fails for good, and
+    ``BuildChangedError`` when a resume finds other build bytes than the dataset was started with (unless
+    ``allow_build_change``).
     """
     from unirender.spec import check_actions, check_builtin_scenes, load_spec, spec_warnings_text
 
@@ -259,4 +293,5 @@ def render(
         cancel=cancel,
         backend=backend,
         player_factory=player_factory,
+        allow_build_change=allow_build_change,
     ).run()

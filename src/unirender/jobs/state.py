@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import shutil
 from pathlib import Path
@@ -23,11 +24,15 @@ from unirender.jobs.encoding import dumps_json
 from unirender.jobs.writers import FRAMES_DIR, SHARDS_DIR
 from unirender.spec.models import JobSpec
 
+log = logging.getLogger(__name__)
+
 STATE_DIR = ".unirender-job"
 MANIFEST = "manifest.json"
 METADATA = "metadata.jsonl"
 CONTACT_SHEET = "contact_sheet.png"
 ANNOTATIONS_DIR = "annotations"
+VIDEOS_DIR = "videos"  # output.video's files (jobs.episode_videos), and `unirender video`'s
+PLAYER_INFO = "player.json"  # in STATE_DIR
 # What a job owns in its output directory; --no-resume removes exactly these, nothing else.
 OWNED_PATHS = (
     STATE_DIR,
@@ -35,6 +40,7 @@ OWNED_PATHS = (
     SHARDS_DIR,
     META_DIR,
     ANNOTATIONS_DIR,
+    VIDEOS_DIR,
     MANIFEST,
     METADATA,
     CONTACT_SHEET,
@@ -45,6 +51,43 @@ class JobError(UnirenderError):
     """A job could not run or finish; the message says which episode failed and why."""
 
 
+def job_identity(spec, build_digest: str | None) -> dict[str, Any]:
+    """What ``job.json`` holds: the spec's hash (over the build's digest when there is one) and the spec."""
+    identity = {"spec_hash": spec.content_hash(build_digest), "spec": spec.model_dump(mode="json")}
+    if build_digest is not None:
+        identity["build_digest"] = build_digest
+    return identity
+
+
+def _same_job_other_build(state, saved: dict, spec, build_digest: str | None, allow_change: bool) -> bool:
+    """A saved job whose hash differs only by its build: True when it may go on (a job.json from before build
+    digests: upgraded; another build's bytes: with ``allow_change``), BuildChangedError when not, False when it
+    is another job altogether."""
+    from unirender.builds import BuildChangedError
+
+    saved_digest = saved.get("build_digest")
+    if saved_digest is None:
+        if saved.get("spec_hash") == spec.content_hash():  # hashed before digests were: the same declaration
+            log.info("%s: job.json upgraded with the build digest %s", state.root, build_digest)
+            return True
+        return False
+    if saved.get("spec_hash") != spec.content_hash(saved_digest):
+        return False  # other settings changed, not (only) the build
+    if not allow_change:
+        raise BuildChangedError(
+            f"{state.root} was rendered with build {saved_digest}, but this run's build is "
+            f"{build_digest or 'the builtin player'}: the bytes behind the build changed, and resuming would mix "
+            "frames of two builds. Use another output directory, --no-resume to start over, or "
+            "--allow-build-change to go on knowingly"
+        )
+    log.warning("%s: resuming with build %s (the dataset so far was rendered with %s)", state.root,
+                build_digest, saved_digest)  # fmt: skip
+    changes = state.dir / "build_changes.jsonl"
+    with open(changes, "a", encoding="utf-8") as f:
+        f.write(dumps_json({"from": saved_digest, "to": build_digest}) + "\n")
+    return True
+
+
 class JobState:
     def __init__(self, root: Path):
         self.root = Path(root)
@@ -53,8 +96,12 @@ class JobState:
         self.log = CommitLog(self.dir / COMMIT_LOG)
 
     @classmethod
-    def open(cls, root: str | os.PathLike, spec: JobSpec, *, resume: bool = True) -> JobState:
-        """Claim ``root`` for ``spec``: lock it, check (or reset) what a previous run left, sweep temporaries."""
+    def open(cls, root: str | os.PathLike, spec: JobSpec, *, resume: bool = True, build_digest: str | None = None,
+             allow_build_change: bool = False) -> JobState:  # fmt: skip
+        """Claim ``root`` for ``spec``: lock it, check (or reset) what a previous run left, sweep temporaries.
+
+        ``build_digest``: the digest of the build's bytes; a resume with other bytes than the run that started
+        the dataset is refused (naming both digests) unless ``allow_build_change``."""
         state = cls(Path(root))
         state.root.mkdir(parents=True, exist_ok=True)
         state._lock()
@@ -63,21 +110,19 @@ class JobState:
             if saved is not None and not resume:
                 state.clear()
                 saved = None
-            if saved is not None and saved.get("spec_hash") != spec.content_hash():
-                raise JobError(
-                    f"{state.root} holds a different job (spec hash {str(saved.get('spec_hash'))[:12]}, this "
-                    f"spec {spec.content_hash()[:12]}); use another output directory, or --no-resume to "
-                    "start over there"
-                )
+            identity = job_identity(spec, build_digest)
+            if saved is not None and saved.get("spec_hash") != identity["spec_hash"]:
+                if not _same_job_other_build(state, saved, spec, build_digest, allow_build_change):
+                    raise JobError(
+                        f"{state.root} holds a different job (spec hash {str(saved.get('spec_hash'))[:12]}, this "
+                        f"spec {identity['spec_hash'][:12]}); use another output directory, or --no-resume to "
+                        "start over there"
+                    )
+                saved = None  # upgraded (a manifest from before build digests) or a build change allowed
             state.log.repair()
             if saved is None:
                 state.dir.mkdir(parents=True, exist_ok=True)
-                write_atomic(
-                    state.dir / "job.json",
-                    dumps_json(
-                        {"spec_hash": spec.content_hash(), "spec": spec.model_dump(mode="json")}
-                    ).encode(),
-                )
+                write_atomic(state.dir / "job.json", dumps_json(identity).encode())
         except BaseException:
             state.close()
             raise
@@ -109,6 +154,19 @@ class JobState:
             return json.loads((self.dir / "job.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
+
+    # What rendered the dataset (player version, platform, device), for the manifest: recorded when the first
+    # player is known, before any chunk commits, so that a run killed after its last commit and before its
+    # manifest can still write the manifest an uninterrupted run would have (its resume starts no player).
+    def record_player(self, info: dict[str, Any]) -> None:
+        write_atomic(self.dir / PLAYER_INFO, dumps_json(info).encode())
+
+    def recorded_player(self) -> dict[str, Any]:
+        try:
+            info = json.loads((self.dir / PLAYER_INFO).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return info if isinstance(info, dict) else {}
 
     def clear(self) -> None:
         """Remove everything a job writes (and only that); the lock stays held."""

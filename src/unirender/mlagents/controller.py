@@ -66,7 +66,9 @@ class MLAgentsController(RestartWindow):
         log_dir: str | os.PathLike | None = None,
         num_areas: int = 1,
         allow_blank_cameras: bool = False,
+        build: str | None = None,
     ):
+        from unirender.builds.resolve import controller_build
         from unirender.controller import new_log_path
         from unirender.protocol.mlagents.side_channels import Sampler
         from unirender.protocol.mlagents.versions import check_layout
@@ -82,6 +84,10 @@ class MLAgentsController(RestartWindow):
             if not (isinstance(value, Sampler) or (isinstance(value, int | float) and not isinstance(value, bool))):
                 raise TypeError(f"environment parameter {key!r} must be a number or a Sampler, got {value!r}")
         self.layout = check_layout(layout)
+        self.build_digest: str | None = None  # the build store's digest when the build was named by reference
+        if executable is not None or build is not None:  # a reference (build=, or in executable) -> its executable
+            resolved = controller_build(BUILTIN if executable is None else executable, build=build, platform=platform)
+            executable, self.build_digest = resolved.executable, resolved.stored and resolved.stored.digest
         self.editor = executable is None
         self.builtin = str(executable) == BUILTIN
         self.executable = None if self.editor else (BUILTIN if self.builtin else os.fspath(executable))

@@ -93,6 +93,18 @@ def resolve_executable(file_name: str) -> str | None:
     return env_path if os.path.isfile(env_path) else None
 
 
+def _store_or_path(file_name: str) -> str | None:
+    """A build-store reference (``name:tag``, ``sha256:<digest>``) -> its executable; else mlagents-envs' lookup."""
+    from unirender.builds import BuildError, is_reference, resolve_build
+
+    if not is_reference(file_name):
+        return resolve_executable(file_name)
+    try:
+        return resolve_build(file_name).executable
+    except BuildError as exc:
+        raise UnityEnvironmentException(f"Couldn't launch the {file_name} environment. {exc}") from None
+
+
 def _check_port(port: int, worker_id: int) -> None:
     """mlagents-envs' ``check_port``: a port someone listens on is a worker still in use."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -154,7 +166,7 @@ class UnityEnvironment(BaseEnv):
             executable = None
             port = (self.DEFAULT_EDITOR_PORT if base_port is None else base_port) + worker_id
         else:
-            executable = BUILTIN if str(file_name) == BUILTIN else resolve_executable(os.fspath(file_name))
+            executable = BUILTIN if str(file_name) == BUILTIN else _store_or_path(os.fspath(file_name))
             if executable is None:
                 raise UnityEnvironmentException(
                     f"Couldn't launch the {file_name} environment. Provided filename does not match any environments."
@@ -334,6 +346,7 @@ class UnityEnvironment(BaseEnv):
         from unirender.protocol.errors import ProtocolError
         from unirender.protocol.mlagents.errors import (
             CommunicatorStoppedError,
+            NonFiniteError,
             ObservationError,
             SideChannelError,
             VersionMismatchError,
@@ -352,6 +365,8 @@ class UnityEnvironment(BaseEnv):
                 "Please find the versions that work best together from our release page.\n"
                 "https://github.com/Unity-Technologies/ml-agents/releases"
             )
+        if isinstance(exc, NonFiniteError):  # mlagents-envs' rpc_utils raises a bare RuntimeError, with this text
+            return RuntimeError(f"The {exc.source} provided had {exc.kind} values.")
         if isinstance(exc, ObservationError):
             return UnityObservationException(str(exc))
         if isinstance(exc, SideChannelError):

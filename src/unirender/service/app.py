@@ -15,6 +15,7 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import os
 import threading
 import time
 from typing import Any
@@ -39,6 +40,7 @@ from unirender.service.metrics import ServiceMetrics
 from unirender.service.paths import owner_dir
 from unirender.service.policy import ActionPolicy, check_body
 from unirender.service.scopes import Grant, needed
+from unirender.service.session_video import SessionVideos
 from unirender.service.sessions import IdleReaper, SessionRegistry
 from unirender.transport.serving import trust_connection
 
@@ -57,6 +59,7 @@ URLS = Map(
         Rule("/openapi.json", endpoint="openapi", methods=["GET"]),
         Rule("/docs", endpoint="docs", methods=["GET"]),
         Rule("/v1/platforms", endpoint="platforms", methods=["GET"]),
+        Rule("/v1/builds", endpoint="list_builds", methods=["GET"]),
         Rule("/v1/sessions", endpoint="list_sessions", methods=["GET"]),
         Rule("/v1/sessions", endpoint="create_session", methods=["POST"]),
         Rule("/v1/sessions/<session_id>", endpoint="get_session", methods=["GET"]),
@@ -64,6 +67,9 @@ URLS = Map(
         Rule("/v1/sessions/<session_id>/step", endpoint="step", methods=["POST"]),
         Rule("/v1/sessions/<session_id>/reset", endpoint="reset", methods=["POST"]),
         Rule("/v1/sessions/<session_id>/event", endpoint="last_event", methods=["GET"]),
+        Rule("/v1/sessions/<session_id>/video", endpoint="get_video", methods=["GET"]),
+        Rule("/v1/sessions/<session_id>/video/start", endpoint="start_video", methods=["POST"]),
+        Rule("/v1/sessions/<session_id>/video/stop", endpoint="stop_video", methods=["POST"]),
         Rule("/v1/steps", endpoint="batch_steps", methods=["POST"]),
         Rule("/v1/render", endpoint="render", methods=["POST"]),
         Rule("/v1/jobs", endpoint="list_jobs", methods=["GET"]),
@@ -79,13 +85,15 @@ PLAYER_PATHS = ("/train", "/ping")
 
 ENDPOINTS = {
     "root": meta.root, "healthz": meta.healthz, "readyz": meta.readyz, "metrics": meta.metrics,
-    "openapi": meta.openapi, "docs": meta.docs, "platforms": meta.platforms,
+    "openapi": meta.openapi, "docs": meta.docs, "platforms": meta.platforms, "list_builds": meta.builds,
     "list_sessions": sessions_api.list_sessions, "create_session": sessions_api.create_session,
     "get_session": sessions_api.get_session, "delete_session": sessions_api.delete_session, "step": sessions_api.step,
     "reset": sessions_api.reset, "render": render_api.render,
     "last_event": batch_api.last_event, "batch_steps": batch_api.steps,
     "list_jobs": jobs_api.list_jobs, "submit_job": jobs_api.submit_job, "get_job": jobs_api.get_job,
     "cancel_job": jobs_api.cancel_job, "job_manifest": jobs_api.job_manifest,
+    "get_video": sessions_api.get_video, "start_video": sessions_api.start_video,
+    "stop_video": sessions_api.stop_video,
 }  # fmt: skip
 
 
@@ -135,9 +143,14 @@ class ServiceApp:
                                backend=backend,  # job players live where sessions do (local or Ray)
                                store=self.data_root.store, data_root=config.data_root,
                                retention_days=config.job_retention_days)
+        self.session_videos = SessionVideos(config.data_root)  # recordings of sessions (docs/video.md)
         self.reaper = IdleReaper(self.sessions, config.reap_interval_s)
         self._grants = config.grants()
         self.policy = ActionPolicy(config)  # every limit on every action, whichever endpoint it came from
+        if config.build_store is not None:
+            # The service's store is the one its players launch from (Controller and MLAgentsController resolve
+            # a pinned environment.build through the default store) and its jobs pin their datasets to.
+            os.environ["UNIRENDER_BUILDS"] = str(config.build_store)
         self._draining = False
         self._in_flight = 0
         self._in_flight_cv = threading.Condition()

@@ -68,6 +68,12 @@ class ServiceConfig(BaseModel):
     allowed_executables: list[str] = Field(
         default_factory=lambda: ["builtin"], description="executables a client may ask for"
     )
+    allowed_builds: list[str] = Field(
+        default_factory=list, description="builds of the build store a client may ask for (environment.build), "
+        "by name ('kitchen:v1', or 'kitchen' for every tag) or digest ('sha256:...'); docs/builds.md",
+    )
+    build_store: Path | None = Field(None, description="the build store's folder (default: $UNIRENDER_BUILDS, "
+                                     "else $XDG_CACHE_HOME/unirender/builds); read-only is enough")
     idle_timeout_s: float = Field(600.0, gt=0, description="sessions idle this long are stopped")
     reap_interval_s: float = Field(5.0, gt=0)
     # Durable records (docs/service.md, "Restarts"): finished jobs and lost sessions stay listed this long.

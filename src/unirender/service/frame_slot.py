@@ -4,6 +4,9 @@ The session's owner publishes each event it gets (a reference swap and a notify 
 microseconds); viewers wait for a sequence number newer than the one they showed and take whatever is latest.
 A slow viewer therefore skips frames: nothing is ever queued for it. Encoded images are memoised per event,
 so N viewers of one view cost one encode per frame, done on the viewers' threads, never the owner's.
+
+Listeners (a session's video recording, ``service.session_video``) are called with every published event, in
+order, on the publishing thread; they must be quick (a recording only queues the image for its encoder).
 """
 
 from __future__ import annotations
@@ -25,14 +28,39 @@ class FrameSlot:
         self.closed = False
         self.viewers = 0
         self._memo: dict[tuple[int, str], Any] = {}
+        self._listen_lock = threading.Lock()  # publishes reach listeners one at a time, in order
+        self._listeners: list[Callable[[Any], None]] = []
+        self._on_close: list[Callable[[], None]] = []
 
     def publish(self, event: Any) -> None:
+        with self._listen_lock:
+            with self._cond:
+                self.seq += 1
+                self.event = event
+                self.published_at = time.time()
+                self._memo = {}  # the previous event's encodings are stale (viewers hold what they took)
+                self._cond.notify_all()
+            for listener in self._listeners:
+                listener(event)
+
+    def subscribe(self, listener: Callable[[Any], None], *, replay: bool = False) -> None:
+        """Call ``listener(event)`` for every event published from now on (``replay``: the latest one first)."""
+        with self._listen_lock:
+            if replay and self.event is not None:
+                listener(self.event)
+            self._listeners = [*self._listeners, listener]
+
+    def unsubscribe(self, listener: Callable[[Any], None]) -> None:
+        with self._listen_lock:
+            self._listeners = [f for f in self._listeners if f is not listener]
+
+    def on_close(self, callback: Callable[[], None]) -> None:
+        """``callback()`` once the slot closes (its session ended); at once if it has."""
         with self._cond:
-            self.seq += 1
-            self.event = event
-            self.published_at = time.time()
-            self._memo = {}  # the previous event's encodings are stale (viewers hold what they took)
-            self._cond.notify_all()
+            if not self.closed:
+                self._on_close.append(callback)
+                return
+        callback()
 
     def close(self) -> None:
         with self._cond:
@@ -40,6 +68,11 @@ class FrameSlot:
             self.event = None
             self._memo = {}
             self._cond.notify_all()
+            callbacks, self._on_close = self._on_close, []
+        with self._listen_lock:
+            self._listeners = []
+        for callback in callbacks:
+            callback()
 
     def latest(self) -> tuple[int, Any, float]:
         with self._cond:

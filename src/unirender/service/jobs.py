@@ -218,6 +218,7 @@ class JobManager:
             self.store.delete_jobs(expired)
         taken = [j for j in self._queue]
         if taken:
+            self.metrics.jobs_taken_up.inc(len(taken))
             log.warning("taking up %d job(s) the previous service left queued or running: %s", len(taken),
                         ", ".join(j.id for j in taken))
 

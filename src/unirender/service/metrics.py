@@ -34,6 +34,11 @@ class ServiceMetrics:
             "unirender_job_progress_ratio", "fraction of a running job done", ["job"], registry=r
         )
         self.reaped = Counter("unirender_sessions_reaped", "idle sessions stopped by the reaper", registry=r)
+        # A restart's toll, counted once at start (docs/service.md, "Restarts"): what the previous service left.
+        self.sessions_lost = Counter("unirender_sessions_lost_in_restart", "sessions the previous service left "
+                                     "live (their players died with it), listed as lost", registry=r)
+        self.jobs_taken_up = Counter("unirender_jobs_taken_up", "jobs the previous service left queued or running, "
+                                     "queued again to resume", registry=r)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -61,6 +61,9 @@ def _schemas() -> dict[str, Any]:
         "type": "object", "properties": {"events": {"type": "array", "items": {"$ref": REF.format(model="Event")}}}
     }
     schemas.update(BATCH_SCHEMAS)
+    from unirender.service.session_video import RecordOptions
+
+    schemas.update(_model_schema(RecordOptions))  # and VideoOptions, which it refers to
     return schemas
 
 
@@ -188,10 +191,14 @@ def openapi_document(config=None, *, auth_enabled: bool | None = None) -> dict:
                                 public=True)},
         "/v1/platforms": {"get": _op("the platform doctor report of this host", {"200": _json(obj)},
                                      params=[_int_query("width"), _int_query("height")])},
+        "/v1/builds": {"get": _op("the stored builds this service lets a client launch (environment.build): name, "
+                                  "names, digest, family, target, unity_version, size", {"200": _json(obj)})},
         "/v1/sessions": {
             "get": _op("your sessions", {"200": _json(obj)}),
             "post": _op("start a player for an environment spec (environment.protocol: mlagents -> an ML-Agents "
-                        "game)", {"201": _json(obj, "created")}, body=_body(_names("session_body"))),
+                        "game); any body may add 'record.video' (true or VideoOptions, RecordOptions' one field) "
+                        "to record the session from its first frame", {"201": _json(obj, "created")},
+                        body=_body(_names("session_body"))),
         },
         "/v1/sessions/{session_id}": {
             "get": _op("one session: its record, and 'description', its player's Session.describe() (family, "
@@ -213,6 +220,20 @@ def openapi_document(config=None, *, auth_enabled: bool | None = None) -> dict:
         "/v1/sessions/{session_id}/event": {
             "get": _op("the session's last event, without stepping it (after its start, or a restart of its "
                        "player)", _event_responses("Event"), params=[SID, MODALITIES, METADATA_AS_SENT]),
+        },
+        "/v1/sessions/{session_id}/video": {
+            "get": _op("the session's last finished recording (video/mp4, H.264; Range requests answered); 409 while "
+                       "the first one is still recording, 404 when it never recorded",
+                       {"200": {"description": "an mp4", "content": {"video/mp4": {"schema": {}}}}}, params=[SID]),
+        },
+        "/v1/sessions/{session_id}/video/start": {
+            "post": _op("start recording one view of the session, a frame per event (fps, quality, codec, view: all "
+                        "optional); 409 when it records already", {"200": _json(obj)},
+                        body=_body("VideoOptions"), params=[SID]),
+        },
+        "/v1/sessions/{session_id}/video/stop": {
+            "post": _op("finish the recording (GET .../video then serves it); 409 when it is not recording",
+                        {"200": _json(obj)}, params=[SID]),
         },
         "/v1/steps": {
             "post": _op("step several of your sessions in one request, all players at once: each item of 'events' is that "

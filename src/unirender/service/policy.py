@@ -59,6 +59,14 @@ def check_body(value: Any) -> None:
                 stack.append((item, (*where, key)))
 
 
+def build_allowed(allowed: list[str], reference: str, stored) -> bool:
+    """Whether ``allowed_builds`` lets a client launch ``stored`` (named ``reference``): by its digest, by the
+    name:tag it was asked by or any of its names, or by a bare name (every tag of it)."""
+    names = {reference, stored.digest, *stored.names}
+    names |= {name.split(":")[0] for name in stored.names}
+    return any(entry in names for entry in allowed)
+
+
 class ActionPolicy:
     """The service's limits (``config.limits``, allowed executables, scene names) over environments and
     actions."""
@@ -66,16 +74,17 @@ class ActionPolicy:
     def __init__(self, config: ServiceConfig):
         self.config = config
         self.limits = config.limits
+        self._build_store = None
 
     # -- what a player is started with ---------------------------------------------------------------------
     def check_game(self, env) -> None:
         """Any family's environment: an allowed executable, a resolution within the pixel limit."""
-        self._check_executable(env.executable)
+        self._check_build(env)
         self._check_pixels(env.width, env.height, "environment.width")
 
     def check_environment(self, env, render=None) -> PlayerState:
         """An AI2-THOR session's or job's environment and render spec; returns the state right after its reset."""
-        self._check_executable(env.executable)
+        self._check_build(env)
         cameras = len(render.cameras) if render is not None else 0
         if cameras > self.limits.cameras:
             raise ApiError(422, "too_many_cameras", f"{cameras} cameras exceed the limit of "
@@ -139,6 +148,32 @@ class ActionPolicy:
                 scene.lower().endswith((".yaml", ".yml", ".json")):
             raise ApiError(422, "scene_path_not_allowed", f"scene {scene!r} looks like a file path; the service "
                            "takes scene names only (GET a session's metadata for the player's scenes)", path=path)
+
+    def _check_build(self, env) -> None:
+        """``environment.build`` (a store reference) must be allowed by ``allowed_builds``; it is then pinned to
+        its digest, so a tag moved after this check cannot change what is launched. Otherwise the executable."""
+        reference = getattr(env, "build", None)
+        if reference is None:
+            self._check_executable(env.executable)
+            return
+        from unirender.builds import BuildError
+
+        try:
+            stored = self.build_store.resolve(reference, platform=getattr(env, "platform", None))
+        except BuildError as exc:
+            raise ApiError(404, "build_not_found", f"environment.build: {exc}", path="environment.build") from None
+        if not build_allowed(self.config.allowed_builds, reference, stored):
+            raise ApiError(403, "build_not_allowed", f"build {reference!r} ({stored.digest}) is not allowed here; "
+                           f"allowed: {self.config.allowed_builds} (GET /v1/builds lists them)")
+        env.build = stored.digest
+
+    @property
+    def build_store(self):
+        from unirender.builds import BuildStore
+
+        if self._build_store is None:
+            self._build_store = BuildStore(self.config.build_store)
+        return self._build_store
 
     def _check_executable(self, executable: str) -> None:
         if executable not in self.config.allowed_executables:

@@ -24,15 +24,17 @@ DEFAULT_SCOPES = frozenset({SESSIONS, JOBS})
 # The scope each API endpoint needs (``service.app.ENDPOINTS``' names); public endpoints need none. An endpoint
 # missing here is refused to everyone but admin: a new endpoint must say what it needs.
 ENDPOINT_SCOPES = {
-    "platforms": None,  # any valid token
+    "platforms": None, "list_builds": None,  # any valid token
     "list_sessions": SESSIONS, "create_session": SESSIONS, "get_session": SESSIONS, "delete_session": SESSIONS,
     "step": SESSIONS, "reset": SESSIONS, "last_event": SESSIONS, "batch_steps": SESSIONS, "render": SESSIONS,
+    "get_video": SESSIONS, "start_video": SESSIONS, "stop_video": SESSIONS,
     "list_jobs": JOBS, "submit_job": JOBS, "get_job": JOBS, "cancel_job": JOBS, "job_manifest": JOBS,
 }  # fmt: skip
 # The console's pages (``service.ui.console.URLS``' names) by the same rule; its index lists what the token may see.
 CONSOLE_SCOPES = {
     "index": None, "status": None, "logout": None,
     "session": SESSIONS, "stream": SESSIONS, "session_status": SESSIONS, "action": SESSIONS,
+    "session_video": SESSIONS, "session_video_file": SESSIONS, "job_video": JOBS,
     "job": JOBS, "cancel_job": JOBS, "resume_job": JOBS, "contact_sheet": JOBS, "dataset_frame": JOBS,
 }  # fmt: skip
 _UNLISTED = ADMIN

@@ -99,10 +99,13 @@ class SessionRegistry:
         if self.store is None:
             return
         now = time.time() if now is None else now
+        live = len(self.store.sessions("live"))
         self.store.mark_sessions_lost(self.LOST_CRASHED, now)
         self.store.expire_sessions(now - self.lost_retention_s)
         with self._lock:
             self._lost = {r.id: r for r in self.store.sessions("lost")}
+        if live:
+            self.metrics.sessions_lost.inc(live)
 
     def _lost_doc(self, record: SessionRecord) -> dict:
         doc = {k: v for k, v in record.info.items() if k != "idle_s"}

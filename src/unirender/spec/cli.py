@@ -38,12 +38,31 @@ def cmd_check(args) -> int:
     if warnings:
         print(f"unirender: {spec_warnings_text(spec, warnings)}", file=sys.stderr)
     print(f"{args.spec}: valid")
+    if _print_build(spec) != 0:
+        return 1
     try:
         plan = plan_job(spec, workers=args.workers, resolve=not args.no_resolve)
     except UnirenderError as exc:
         print(f"unirender: no platform can run this job:\n{exc}", file=sys.stderr)
         return 1
     print(plan.describe(spec))
+    return 0
+
+
+def _print_build(spec) -> int:
+    """The build the spec names: what it is and whether the declared platform can run it."""
+    from unirender.builds import BuildError
+    from unirender.builds.resolve import describe_named_build
+
+    environment = spec.environment
+    try:
+        lines, warnings = describe_named_build(environment.build_name, environment.platform)
+    except (BuildError, OSError) as exc:
+        print(f"unirender: environment: {exc}", file=sys.stderr)
+        return 1
+    print("\n".join(lines))
+    for warning in warnings:
+        print(f"unirender: warning: environment.platform {environment.platform!r}: {warning}", file=sys.stderr)
     return 0
 
 

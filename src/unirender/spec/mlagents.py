@@ -29,7 +29,17 @@ from pydantic import (
 
 from unirender.simulator import MLAGENTS
 from unirender.spec.errors import _FieldError, did_you_mean
-from unirender.spec.models import ALLOW_FLAT_CAMERAS_HELP, BUILTIN, OutputSpec, _Strict, without_unset_flag
+from unirender.spec.models import (
+    ALLOW_FLAT_CAMERAS_HELP,
+    BUILD_HELP,
+    BUILTIN,
+    OutputSpec,
+    _Strict,
+    check_build_reference,
+    hash_build,
+    without_unset_build,
+    without_unset_flag,
+)
 from unirender.spec.sources import raise_problems
 
 # What the builtin reference player's ML-Agents game (ReachTarget) has; checked at load time for it.
@@ -163,10 +173,19 @@ class MLAgentsEnvironmentSpec(_Strict):
     environment_parameters: dict[str, ParameterValue] = Field(
         default_factory=dict, description="numbers or ML-Agents samplers; episodes may override keys"
     )
+    build: str | None = Field(None, min_length=1, description=BUILD_HELP)
+
+    _build_reference = field_validator("build")(classmethod(lambda cls, value: check_build_reference(value)))
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_build(self, handler):
+        return without_unset_build(handler(self))
 
     @model_validator(mode="after")
     def _platform_runs_executable(self) -> MLAgentsEnvironmentSpec:
-        if self.platform == "EGL" and self.executable != BUILTIN:
+        if self.build is not None and self.executable != BUILTIN:
+            raise _FieldError("build", "give either 'build' (a store reference) or 'executable' (a path), not both")
+        if self.platform == "EGL" and not self.is_builtin:
             raise _FieldError(
                 "platform", "'EGL' only runs the builtin reference player; use 'auto' for a build"
             )
@@ -174,12 +193,17 @@ class MLAgentsEnvironmentSpec(_Strict):
 
     @property
     def is_builtin(self) -> bool:
-        return self.executable == BUILTIN
+        return self.build is None and self.executable == BUILTIN
+
+    @property
+    def build_name(self) -> str:
+        """What names the build: the reference, or the executable's path (or 'builtin')."""
+        return self.build or self.executable
 
     def controller_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``MLAgentsController`` (without the per-episode seed and parameters)."""
         return {
-            "executable": self.executable,
+            "executable": self.build_name,  # a reference is resolved through the build store at launch
             "width": self.width,
             "height": self.height,
             "time_scale": self.time_scale,
@@ -297,9 +321,11 @@ class MLAgentsJobSpec(_Strict):
     def controller_kwargs(self) -> dict[str, Any]:
         return self.environment.controller_kwargs()
 
-    def content_hash(self) -> str:
-        """Hash of everything that may decide the dataset's bytes (not where it goes, how many workers, timeouts)."""
+    def content_hash(self, build_digest: str | None = None) -> str:
+        """Hash of everything that may decide the dataset's bytes (not where it goes, how many workers, timeouts);
+        ``build_digest``: as in :meth:`JobSpec.content_hash`."""
         data = self.model_dump(mode="json")
+        hash_build(data["environment"], build_digest)
         data["output"].pop("directory")
         data["record"].pop("allow_flat_cameras", None)  # whether a job may go on, not what it writes
         for key in ("workers", "max_episode_retries", "name"):

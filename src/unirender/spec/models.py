@@ -38,7 +38,7 @@ MODALITY_INITIALIZE_FLAG: dict[str, str | None] = {
 
 # Controller keyword arguments that the spec sets itself; `environment.initialize` may not shadow them.
 CONTROLLER_KEYS = {
-    "executable", "width", "height", "server", "quality", "scene", "x_display", "platform", "headless",
+    "executable", "build", "width", "height", "server", "quality", "scene", "x_display", "platform", "headless",
     "gpu_device", "server_timeout", "server_start_timeout", "max_restarts", "depth_format",
 }  # fmt: skip
 
@@ -51,6 +51,49 @@ ALLOW_FLAT_CAMERAS_HELP = (
     "a job fails fast when a camera's first frame is one flat colour (a player without a rendering context: "
     "-nographics, no GPU or display); true lets it go on (a scene that really is one colour)"
 )
+
+
+BUILD_HELP = (
+    "the build by reference, resolved through the build store (docs/builds.md): 'ai2thor:<commit>', "
+    "'name:tag' or 'sha256:<digest>'; instead of executable"
+)
+
+
+def check_build_reference(value: str | None) -> str | None:
+    """``environment.build``: a store reference, not a path (a path goes in ``executable``)."""
+    if value is None:
+        return value
+    from unirender.builds.manifest import is_digest
+    from unirender.builds.store import split_reference
+
+    if value.startswith("sha256:"):
+        hex_part = value.removeprefix("sha256:")
+        if is_digest(value) or (len(hex_part) >= 12 and all(c in "0123456789abcdef" for c in hex_part)):
+            return value
+        raise ValueError(f"{value!r}: a digest is 'sha256:' and 64 (at least 12) lower-case hex digits")
+    if "/" in value:
+        raise ValueError(f"{value!r} is a path: give it as 'executable', or add it to the store (unirender builds add)")
+    try:
+        split_reference(value)
+    except Exception as exc:  # noqa: BLE001 (the store's message says what is wrong)
+        raise ValueError(str(exc)) from None
+    return value
+
+
+def without_unset_build(data: Any) -> Any:
+    """An environment's dump without ``build`` while it is unset: specs that name an executable dump (and hash)
+    byte for byte as before the field existed."""
+    if isinstance(data, dict) and data.get("build") is None:
+        data.pop("build", None)
+    return data
+
+
+def hash_build(environment: dict[str, Any], build_digest: str | None) -> None:
+    """In a content hash, the build's bytes stand for it, not the path or name it was reached by."""
+    if build_digest is not None:
+        environment.pop("executable", None)
+        environment.pop("build", None)
+        environment["build_digest"] = build_digest
 
 
 def without_unset_flag(section: BaseModel, data: Any) -> Any:
@@ -97,6 +140,13 @@ class EnvironmentSpec(_Strict):
     initialize: dict[str, Any] = Field(
         default_factory=dict, description="extra Initialize parameters, passed to the player unchanged"
     )
+    build: str | None = Field(None, min_length=1, description=BUILD_HELP)
+
+    _build_reference = field_validator("build")(classmethod(lambda cls, value: check_build_reference(value)))
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_build(self, handler):
+        return without_unset_build(handler(self))
 
     @field_validator("initialize")
     @classmethod
@@ -110,7 +160,9 @@ class EnvironmentSpec(_Strict):
 
     @model_validator(mode="after")
     def _platform_runs_executable(self) -> EnvironmentSpec:
-        if self.platform == "EGL" and self.executable != BUILTIN:
+        if self.build is not None and self.executable != BUILTIN:
+            raise _FieldError("build", "give either 'build' (a store reference) or 'executable' (a path), not both")
+        if self.platform == "EGL" and not self.is_builtin:
             raise _FieldError(
                 "platform",
                 "'EGL' only runs the builtin reference player; for a Unity build use "
@@ -120,7 +172,12 @@ class EnvironmentSpec(_Strict):
 
     @property
     def is_builtin(self) -> bool:
-        return self.executable == BUILTIN
+        return self.build is None and self.executable == BUILTIN
+
+    @property
+    def build_name(self) -> str:
+        """What names the build: the reference, or the executable's path (or 'builtin')."""
+        return self.build or self.executable
 
     def controller_kwargs(self, render: RenderSpec | None = None) -> dict[str, Any]:
         """Keyword arguments for ``unirender.Controller`` — the one place a spec becomes a Controller.
@@ -128,7 +185,7 @@ class EnvironmentSpec(_Strict):
         With ``render``, the Initialize flags for its modalities and its ``depth_format`` are added.
         """
         kwargs: dict[str, Any] = {
-            "executable": self.executable,
+            "executable": self.build_name,  # a reference is resolved through the build store at launch
             "width": self.width,
             "height": self.height,
             "server": self.transport,
@@ -329,6 +386,37 @@ class EpisodeSpec(_Strict):
         return None
 
 
+class VideoSpec(_Strict):
+    """``output.video``: mp4 files of every episode beside its frames (``videos/<unit>/<camera>.<modality>.mp4``,
+    or one ``tiled.mp4``), encoded while the job renders (docs/video.md)."""
+
+    fps: float = Field(30, gt=0, description="frames per second of the videos")
+    modalities: list[Modality] | None = Field(
+        None, min_length=1, description="which rendered modalities get a video (default: every one rendered)"
+    )
+    cameras: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="which cameras get a video: 'agent' (AI2-THOR's own), a render.cameras name, an ML-Agents "
+        "sensor name (every agent's) or '<sensor>.<agent>' (default: all)",
+    )
+    tile: bool = Field(False, description="one tiled video per episode (the contact sheet's layout) instead")
+    quality: Literal["low", "medium", "high", "best"] = Field(
+        "high", description="x264's constant rate factor 28 / 23 / 18 / 12"
+    )
+    codec: str = Field("h264", min_length=1, description="h264, hevc, av1, vp9 or any FFmpeg video encoder")
+    depth_range: tuple[float, float] | None = Field(
+        None, description="[near, far] for depth's colour scale, one for the whole video (default: per frame)"
+    )
+
+    @field_validator("depth_range")
+    @classmethod
+    def _ordered_range(cls, value):
+        if value is not None and not value[0] < value[1]:
+            raise ValueError(f"near must be below far, got {list(value)}")
+        return value
+
+
 class OutputSpec(_Strict):
     directory: str = Field("out", min_length=1)
     format: Literal["png", "npz", "webdataset"] = "png"
@@ -350,6 +438,15 @@ class OutputSpec(_Strict):
         "(a path into a list of mappings keeps that key of every item)",
     )
     png_compress_level: int = Field(1, ge=0, le=9)
+    video: VideoSpec | None = Field(None, description="mp4 videos of the episodes beside the frames")
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_video(self, handler):
+        # Specs without videos dump (and so hash, and land in manifests) byte for byte as before the field.
+        data = handler(self)
+        if isinstance(data, dict) and data.get("video") is None:
+            data.pop("video", None)
+        return data
 
     @model_validator(mode="after")
     def _depth_encoding_fits_format(self) -> OutputSpec:
@@ -401,12 +498,31 @@ class JobSpec(_Strict):
             )
         return self
 
+    @model_validator(mode="after")
+    def _video_within_render(self) -> JobSpec:
+        video = self.output.video
+        if video is None:
+            return self
+        extra = [m for m in video.modalities or [] if m not in self.render.modalities]
+        if extra:
+            raise _FieldError("output.video.modalities", f"{extra} not rendered (render.modalities: "
+                                                          f"{self.render.modalities})")  # fmt: skip
+        known = ["agent", *(c.name for c in self.render.cameras)]
+        unknown = [c for c in video.cameras or [] if c not in known]
+        if unknown:
+            raise _FieldError("output.video.cameras", f"{unknown}: no such camera (cameras: {known})")
+        return self
+
     def controller_kwargs(self) -> dict[str, Any]:
         return self.environment.controller_kwargs(self.render)
 
-    def content_hash(self) -> str:
-        """Hash of everything that decides the dataset's bytes (not where it goes or how many workers)."""
+    def content_hash(self, build_digest: str | None = None) -> str:
+        """Hash of everything that decides the dataset's bytes (not where it goes or how many workers).
+
+        ``build_digest``: the digest of the build's bytes (jobs pass it), which then stands for its path or name;
+        without it (the builtin player, or a caller that does not know it) the hash is as it always was."""
         data = self.model_dump(mode="json")
+        hash_build(data["environment"], build_digest)
         data["output"].pop("directory")
         data["render"].pop("allow_flat_cameras", None)  # whether a job may go on, not what it writes
         for key in ("workers", "max_episode_retries", "name"):

@@ -16,5 +16,15 @@ class UnityAECEnv(parallel_to_aec_wrapper):
         super().__init__(UnityParallelEnv(env, seed))
 
     @property
+    def possible_agents(self) -> list[str]:
+        """The parallel env's, read each time: a Unity game's agents are known once it steps, and agents spawn
+        during an episode (PettingZoo's wrapper copies the list once, when it is built)."""
+        return self.env.possible_agents
+
+    @possible_agents.setter
+    def possible_agents(self, _value) -> None:
+        pass  # PettingZoo's __init__ assigns its copy; the live list above is kept
+
+    @property
     def side_channel(self) -> dict[str, Any]:
         return self.env.side_channel

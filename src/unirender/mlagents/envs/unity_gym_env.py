@@ -1,11 +1,15 @@
 """``UnityToGymWrapper``: a single-agent Unity game as a Gymnasium env (mlagents-envs' class and arguments, on
-Gymnasium 1.x's API).
+Gymnasium 1.x's API, or with ``old_gym_api=True`` on mlagents-envs' own).
 
 As mlagents-envs': one behavior with one agent; observations are the first visual sensor (or the concatenated
-vector sensors), or with ``allow_multiple_obs=True`` a tuple of every visual sensor then the vector; a terminal
-step ends the episode (call ``reset()``). Differences: ``reset(seed=, options=)`` returns ``(obs, info)`` and
-``step`` returns ``(obs, reward, terminated, truncated, info)`` (``truncated`` when the game interrupted the agent
-at ``max_step``); ``spec.nondeterministic`` is True (a seeded ``reset()`` seeds the action space, not the game,
+vector sensors), or with ``allow_multiple_obs=True`` every visual sensor then the vector; a terminal step ends the
+episode (call ``reset()``). Differences with the Gymnasium API (the default): ``reset(seed=, options=)`` returns
+``(obs, info)``, ``step`` returns ``(obs, reward, terminated, truncated, info)`` (``truncated`` when the game
+interrupted the agent at ``max_step``), and ``allow_multiple_obs`` observations are tuples (what a Gymnasium
+``Tuple`` space holds). ``old_gym_api=True`` gives mlagents-envs 1.1's API instead (gym <= 0.25's): ``reset()``
+returns the observation, ``step`` ``(obs, reward, done, info)``, ``allow_multiple_obs`` observations are lists.
+Either way the spaces are Gymnasium's (``gymnasium.spaces``; ``gym`` is not needed), ``spec.nondeterministic`` is
+True (a seeded ``reset()`` seeds the action space, not the game,
 whose seed is the ``UnityEnvironment``'s); ``uint8_visual`` images are the game's exact pixels (not ``255 * obs`` truncated); behaviors with
 both continuous and discrete actions get a ``Tuple(Box, Discrete | MultiDiscrete)`` action space (mlagents-envs
 refuses them).
@@ -41,12 +45,15 @@ class UnityToGymWrapper(gymnasium.Env):
         flatten_branched: bool = False,
         allow_multiple_obs: bool = False,
         action_space_seed: int | None = None,
+        old_gym_api: bool = False,
     ):
         """``unity_env`` is closed with the wrapper. ``uint8_visual``: images as uint8 0-255 instead of float
         0-1. ``flatten_branched``: several discrete branches as one ``Discrete`` over their combinations.
-        ``allow_multiple_obs``: every observation (a tuple), not only the first. ``action_space_seed`` seeds the
-        action space."""
+        ``allow_multiple_obs``: every observation (a tuple, a list with ``old_gym_api``), not only the first.
+        ``action_space_seed`` seeds the action space. ``old_gym_api``: mlagents-envs' ``reset() -> obs`` and
+        ``step() -> (obs, reward, done, info)`` instead of Gymnasium's."""
         self._env = unity_env
+        self._old_gym_api = old_gym_api
         self.render_mode = "rgb_array"
         # The game's seed is the UnityEnvironment's, fixed when it launched: a seeded reset() of the wrapper
         # cannot replay an episode, and Gymnasium's checkers are told so.
@@ -117,6 +124,8 @@ class UnityToGymWrapper(gymnasium.Env):
         decision, _ = self._env.get_steps(self.name)
         self._check_agents(len(decision))
         self.game_over = False
+        if self._old_gym_api:
+            return self._observation(decision)
         return self._observation(decision), {"step": decision}
 
     def step(self, action: Any):
@@ -129,11 +138,13 @@ class UnityToGymWrapper(gymnasium.Env):
         self._env.step()
         decision, terminal = self._env.get_steps(self.name)
         self._check_agents(max(len(decision), len(terminal)))
-        if len(terminal):
-            self.game_over = True
-            interrupted = bool(terminal.interrupted[0])
-            return self._observation(terminal), float(terminal.reward[0]), not interrupted, interrupted, {"step": terminal}
-        return self._observation(decision), float(decision.reward[0]), False, False, {"step": decision}
+        self.game_over = bool(len(terminal))
+        steps = terminal if self.game_over else decision
+        observation, reward, info = self._observation(steps), float(steps.reward[0]), {"step": steps}
+        if self._old_gym_api:
+            return observation, reward, self.game_over, info
+        truncated = self.game_over and bool(terminal.interrupted[0])
+        return observation, reward, self.game_over and not truncated, truncated, info
 
     def _action_tuple(self, action) -> ActionTuple:
         spec = self.group_spec.action_spec
@@ -158,7 +169,8 @@ class UnityToGymWrapper(gymnasium.Env):
         if visual:
             self.visual_obs = visual[0]
         if self._allow_multiple_obs:
-            return tuple(visual + ([vector] if vector is not None else []))
+            every = visual + ([vector] if vector is not None else [])
+            return every if self._old_gym_api else tuple(every)
         return visual[0] if visual else vector
 
     def _image(self, steps, index: int) -> np.ndarray:

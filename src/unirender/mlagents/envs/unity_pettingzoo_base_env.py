@@ -5,7 +5,9 @@ An agent's observation is its sensors' arrays (one array, or a tuple for several
 it is ``{"observation": ..., "action_mask": ...}``, the mask in the form the agent's action space's
 ``sample(mask=...)`` takes (1 = allowed). An agent whose episode ends is terminated (or truncated, when the game
 interrupted it at ``max_step``) and stays out of ``agents`` until ``reset()``: PettingZoo agents are not revived,
-so the new episode the game may start for it at once gets zero actions until then.
+so the new episode the game may start for it at once gets zero actions until then. An agent that appears during
+an episode (a spawned agent, a behavior enabled later) joins ``agents`` and ``possible_agents`` with the step it
+appears in, which reports it with the others.
 """
 
 from __future__ import annotations
@@ -39,8 +41,10 @@ class UnityPettingzooBaseEnv:
         self._observation_spaces: dict[str, spaces.Space] = {}
         if not self._env.behavior_specs:
             self._env.step()  # the first step resets: the game describes its behaviors
+            self._read_decisions(reset=True)
+        # Behaviors already known: no steps read yet (an env wrapped before its first reset has none to read);
+        # the agents come with reset(), as in mlagents-envs.
         self._update_spaces()
-        self._read_decisions(reset=True)
 
     # -- spaces -------------------------------------------------------------------------------------------
     def observation_space(self, agent: str) -> spaces.Space:
@@ -182,6 +186,13 @@ class UnityPettingzooBaseEnv:
                 self._finished.add(agent)
         self._live_agents = [a for a in self._live_agents if a not in self._finished]
         self._read_decisions()
+        for name in self._env.behavior_specs:  # agents that appeared in this step are reported with the others
+            decision, _ = self._env.get_steps(name)
+            for row, agent_id in enumerate(decision.agent_id):
+                agent = _behavior_to_agent_id(name, int(agent_id))
+                if agent in self._index and agent not in rewards:
+                    acting.append(agent)
+                    rewards[agent], terminations[agent], truncations[agent] = float(decision.reward[row]), False, False
         observations = {agent: self._observations[agent] for agent in acting}
         infos = {agent: self._infos.get(agent, {}) for agent in acting}
         for agent in self._finished & set(acting):  # gone from `agents`: forget their last observation

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from unirender.protocol.errors import ProtocolError
 
 
@@ -15,6 +17,22 @@ class SideChannelError(MLAgentsProtocolError):
 
 class ObservationError(MLAgentsProtocolError):
     """An observation whose data does not decode to its declared shape."""
+
+
+class NonFiniteError(MLAgentsProtocolError):
+    """NaN or infinite values where a game must send finite ones. ``source`` is ``"observations"``, ``"rewards"``
+    or ``"group_rewards"`` (mlagents-envs' words), ``kind`` ``"NaN"`` or ``"Infinite"`` (NaN when both)."""
+
+    def __init__(self, source: str, values: np.ndarray, where: str = ""):
+        self.source = source
+        self.kind = "NaN" if np.isnan(values).any() else "Infinite"
+        super().__init__(f"The {source} provided had {self.kind} values{f' ({where})' if where else ''}.")
+
+    @staticmethod
+    def check(source: str, values: np.ndarray, where: str = "") -> None:
+        """Raise if ``values`` holds a NaN or an infinity."""
+        if values.size and not np.isfinite(values).all():
+            raise NonFiniteError(source, values, where)
 
 
 class VersionMismatchError(MLAgentsProtocolError):

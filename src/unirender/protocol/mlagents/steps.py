@@ -19,7 +19,7 @@ from functools import cached_property
 import numpy as np
 
 from unirender.protocol.mlagents import observations as O
-from unirender.protocol.mlagents.errors import MLAgentsProtocolError, ObservationError
+from unirender.protocol.mlagents.errors import NonFiniteError, ObservationError
 from unirender.protocol.mlagents.versions import HWC, dimension_layout
 
 # DimensionPropertyProto flags
@@ -150,8 +150,7 @@ class _Sensors:
             else:
                 values = [O.float_values(info.observations[index]) for info in infos]
                 batch = self._stack(values, obs_spec, n)
-                if batch.size and not np.isfinite(batch).all():
-                    raise ObservationError(f"sensor {obs_spec.name!r} contains NaN or infinite values")
+                NonFiniteError.check("observations", batch, f"sensor {obs_spec.name!r}")
                 self._vectors[index] = batch
 
     def _pixels(self, index: int) -> np.ndarray:
@@ -266,13 +265,14 @@ class TerminalSteps(_Steps):
 
 def _common(infos, spec: BehaviorSpec, layout: str) -> dict:
     reward = np.array([i.reward for i in infos], np.float32)
-    if reward.size and not np.isfinite(reward).all():
-        raise MLAgentsProtocolError("an agent reward is NaN or infinite")
+    NonFiniteError.check("rewards", reward)
+    group_reward = np.array([i.group_reward for i in infos], np.float32)
+    NonFiniteError.check("group_rewards", group_reward)
     return dict(
         agent_id=np.array([i.id for i in infos], np.int32),
         reward=reward,
         group_id=np.array([i.group_id for i in infos], np.int32),
-        group_reward=np.array([i.group_reward for i in infos], np.float32),
+        group_reward=group_reward,
         _sensors=_Sensors(infos, spec, layout),
     )
 

@@ -62,3 +62,17 @@ def platforms(app, request, owner):
         raise ApiError(400, "invalid_parameter", f"width x height must be positive and at most "
                        f"{app.config.limits.pixels} pixels")
     return app.json_response(build_report(width, height, None, start_xvfb=False))
+
+
+def builds(app, request, owner):
+    """``GET /v1/builds``: the stored builds this service lets a client launch (``allowed_builds``)."""
+    from unirender.service.policy import build_allowed
+
+    allowed = app.config.allowed_builds
+    listed = []
+    for build in app.policy.build_store.list() if allowed else []:
+        if build_allowed(allowed, build.digest, build):
+            listed.append({"name": build.names[0] if build.names else None, "names": list(build.names),
+                           "digest": build.digest, "family": build.info.family, "target": build.info.target,
+                           "unity_version": build.info.unity_version, "size": build.size})  # fmt: skip
+    return app.json_response({"builds": listed})

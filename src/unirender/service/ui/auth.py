@@ -31,7 +31,8 @@ LOGIN_SUBJECT = "\0login"  # the CSRF subject of the login form (nobody is logge
 SECURITY_HEADERS = {
     # No inline script or style anywhere: every script and stylesheet is a file under /ui/static/.
     "Content-Security-Policy": (
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; media-src 'self'; "
+        "connect-src 'self'; "
         "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
     ),
     "X-Frame-Options": "DENY",

@@ -44,17 +44,21 @@ URLS = Map(
         Rule("/ui/sessions/<session_id>/stream", endpoint="stream", methods=["GET"]),
         Rule("/ui/sessions/<session_id>/status.json", endpoint="session_status", methods=["GET"]),
         Rule("/ui/sessions/<session_id>/action", endpoint="action", methods=["POST"]),
+        Rule("/ui/sessions/<session_id>/video", endpoint="session_video", methods=["POST"]),
+        Rule("/ui/sessions/<session_id>/video.mp4", endpoint="session_video_file", methods=["GET"]),
         Rule("/ui/jobs/<job_id>", endpoint="job", methods=["GET"]),
         Rule("/ui/jobs/<job_id>/cancel", endpoint="cancel_job", methods=["POST"]),
         Rule("/ui/jobs/<job_id>/resume", endpoint="resume_job", methods=["POST"]),
         Rule("/ui/jobs/<job_id>/contact_sheet.png", endpoint="contact_sheet", methods=["GET"]),
         Rule("/ui/jobs/<job_id>/frame", endpoint="dataset_frame", methods=["GET"]),
+        Rule("/ui/jobs/<job_id>/video", endpoint="job_video", methods=["GET"]),
         Rule("/ui/static/<name>", endpoint="static", methods=["GET"]),
     ],
     strict_slashes=False,
 )
 PUBLIC = {"login", "static"}
-JSON_ENDPOINTS = {"status", "session_status", "action", "stream", "contact_sheet", "dataset_frame"}
+JSON_ENDPOINTS = {"status", "session_status", "action", "stream", "contact_sheet", "dataset_frame", "session_video",
+                  "session_video_file", "job_video"}
 
 
 def job_figures(job: Job, now: float | None = None) -> dict:
@@ -193,8 +197,17 @@ class Console:
         family = console_family(entry.session.family)
         info.update(width=env.get("width"), height=env.get("height"), transport=family.transport(env),
                     scene=(entry.environment or {}).get("scene") or family.scene(entry.session.last_event),
-                    family=family.family, viewers=self._viewer_docs(entry.id), frames_published=entry.frames.seq)
+                    family=family.family, viewers=self._viewer_docs(entry.id), frames_published=entry.frames.seq,
+                    build=self._build_label(env))
         return info
+
+    def _build_label(self, env: dict) -> str:
+        """Which build a session runs: the store's names and digest (a pinned reference), or the executable."""
+        digest = env.get("build")
+        if not digest:
+            return env.get("executable") or "builtin"
+        names = self.app.policy.build_store.names_of(digest) if digest.startswith("sha256:") else []
+        return f"{', '.join(names)} ({digest[:19]})" if names else digest
 
     def _description(self, entry):
         """The session's ``Description`` (its declared actions drive an ML-Agents page), asked once per session:
@@ -219,7 +232,9 @@ class Console:
         family = console_family(entry.session.family)
         views = family.views(entry.session.last_event)
         controls = family.controls(self._description(entry))
+        video = self.app.session_videos.get(entry.id)
         return self._page(request, "session.html", owner, s=self._session_doc(entry), views=views,
+                          video=video.describe() if video is not None else None,
                           drive=family.template, controls=controls, controls_json=json.dumps(controls),
                           keys=json.dumps(DEFAULT_KEYS), key_rows=DEFAULT_KEYS.items())
 
@@ -233,6 +248,29 @@ class Console:
         action, label = family.action(body, entry.session.last_event, self._description(entry))
         event = self.app.step_session(owner, session_id, action)  # every check and limit of the API's step
         return self._json({**family.result(event, label), "steps": entry.session.steps})
+
+    def ep_session_video(self, request, owner, session_id):
+        """The record button: ``{"record": true}`` starts recording the view shown (``view``), false stops it."""
+        from unirender.service.session_video import VideoOptions
+
+        body = self.app.read_body(request)
+        entry = self.app.sessions.get(owner, session_id)
+        video = self.app.session_videos.of(entry)
+        if body.get("record") is True:
+            view = body.get("view") if isinstance(body.get("view"), str) and body.get("view") else None
+            doc = video.start(VideoOptions(view=view))
+        elif body.get("record") is False:
+            doc = video.stop()
+        else:
+            raise ApiError(400, "invalid_parameter", 'the body must be {"record": true} or {"record": false}')
+        return self._json(doc)
+
+    def ep_session_video_file(self, request, owner, session_id):
+        from werkzeug.utils import send_file
+
+        finished = self.app.session_videos.of(self.app.sessions.get(owner, session_id)).finished()
+        return send_file(str(finished["path"]), request.environ, mimetype="video/mp4", conditional=True,
+                         download_name=f"{session_id}.mp4", max_age=0)
 
     def ep_stream(self, request, owner, session_id):
         entry = self.app.sessions.get(owner, session_id)
@@ -301,7 +339,8 @@ class Console:
             index = 0
         keys = sorted(frames[index]["files"]) if frames else []
         key = request.args.get("key") if request.args.get("key") in keys else (keys[0] if keys else "")
-        return {"units": units, "unit": unit, "count": len(frames), "index": index, "modalities": keys, "key": key}
+        return {"units": units, "unit": unit, "count": len(frames), "index": index, "modalities": keys, "key": key,
+                "video": _episode_video(job, unit)}
 
     def ep_cancel_job(self, request, owner, job_id):
         self.app.jobs.cancel(owner, job_id)
@@ -349,6 +388,21 @@ class Console:
         mime, data = encode_image(key, frames[key], lossless=True)  # a dataset is inspected pixel by pixel
         return Response(data, mimetype=mime, headers={"Cache-Control": "private, max-age=60"})
 
+    def ep_job_video(self, request, owner, job_id):
+        """One of the videos the job's manifest lists (``file``), as ``video/mp4`` with Range requests answered;
+        nothing else of the job's folder."""
+        from werkzeug.utils import send_file
+
+        job = self.app.jobs.get(owner, job_id)
+        if job.state != SUCCEEDED:
+            raise ApiError(409, "manifest_not_ready", f"job {job_id} is {job.state}: no videos yet")
+        wanted = request.args.get("file", "")
+        listed = {v["file"] for v in _job_videos(job)}
+        if wanted not in listed:
+            raise ApiError(404, "not_found", f"the job lists no video {wanted!r}")
+        return send_file(str(job.output_dir / wanted), request.environ, mimetype="video/mp4", conditional=True,
+                         max_age=60)
+
     # -- static files ---------------------------------------------------------------------------------------
     def ep_static(self, request, owner, name):
         if name not in STATIC_FILES:
@@ -356,6 +410,23 @@ class Console:
         data = resources.files("unirender.service.ui").joinpath("static", name).read_bytes()
         mime = mimetypes.guess_type(name)[0] or "application/octet-stream"
         return Response(data, mimetype=mime, headers={"Cache-Control": "public, max-age=300"})
+
+
+def _job_videos(job: Job) -> list[dict]:
+    try:
+        manifest = json.loads((job.output_dir / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [v for v in manifest.get("videos") or [] if isinstance(v, dict) and isinstance(v.get("file"), str)]
+
+
+def _episode_video(job: Job, unit: str) -> dict | None:
+    """The video the job page plays for an episode: its tiled one, else the agent's colour, else the first."""
+    videos = [v for v in _job_videos(job) if v.get("unit") == unit]
+    if not videos:
+        return None
+    return min(videos, key=lambda v: (not v.get("tiled"), (v.get("camera"), v.get("modality")) != ("agent", "rgb"),
+                                      v["file"]))
 
 
 class StreamResponse:

@@ -59,6 +59,35 @@
   }
   setInterval(status, 1000);
 
+  // -- recording --------------------------------------------------------------------------------------------
+  // The record button starts recording the view shown (a frame per step, encoded on the server) and stops it;
+  // the finished video is then a download (and GET /v1/sessions/{id}/video).
+  const record = out("record");
+  if (record) {
+    record.addEventListener("click", async () => {
+      const start = record.getAttribute("aria-pressed") !== "true";
+      record.disabled = true;
+      try {
+        const resp = await fetch(out("record-box").dataset.url, {
+          method: "POST", credentials: "same-origin",
+          headers: {"Content-Type": "application/json", "X-CSRF-Token": csrf},
+          body: JSON.stringify(start ? {record: true, view: select.value} : {record: false}),
+        });
+        const doc = await resp.json();
+        if (!resp.ok) { out("record-state").textContent = "refused: " + ((doc.error || {}).message || resp.status); return; }
+        record.setAttribute("aria-pressed", doc.recording ? "true" : "false");
+        record.textContent = doc.recording ? "Stop recording" : "Record";
+        out("record-file").hidden = !doc.finished;
+        out("record-state").textContent = doc.recording ? "Recording the view shown…" :
+          doc.finished.frames + " frames recorded at " + doc.finished.fps + " frames/s.";
+      } catch (e) {
+        out("record-state").textContent = "not sent (" + e + ")";
+      } finally {
+        record.disabled = false;
+      }
+    });
+  }
+
   // -- actions --------------------------------------------------------------------------------------------
   // One request in flight and at most one queued (the latest): a held key does not pile up steps.
   let inFlight = false, pending = null;

@@ -1,0 +1,37 @@
+"""Builds as declared content: a content-addressed store of Unity builds, names as tags over digests.
+
+``BuildStore().add(path_or_archive, name="game:v1")`` stores a build (each file once by content, published
+atomically, read-only); ``BuildStore().resolve("game:v1")`` / ``"sha256:<hex>"`` / ``"ai2thor:<commit>"`` gives the
+stored build and its executable without re-hashing anything. ``resolve_build`` is the one function the
+controllers, the spec and the jobs call to turn a reference or a path into (executable, digest).
+See docs/builds.md.
+"""
+
+from unirender.builds.detect import BuildInfo, detect
+from unirender.builds.errors import (
+    BuildChangedError,
+    BuildError,
+    BuildNotFoundError,
+    DigestMismatchError,
+    UnsafeArchiveError,
+)
+from unirender.builds.resolve import ResolvedBuild, path_digest, resolve_build
+from unirender.builds.store import BuildStore, StoredBuild, Upload, default_root, is_reference
+
+__all__ = [
+    "BuildChangedError",
+    "BuildError",
+    "BuildInfo",
+    "BuildNotFoundError",
+    "BuildStore",
+    "DigestMismatchError",
+    "ResolvedBuild",
+    "StoredBuild",
+    "UnsafeArchiveError",
+    "Upload",
+    "default_root",
+    "detect",
+    "is_reference",
+    "path_digest",
+    "resolve_build",
+]

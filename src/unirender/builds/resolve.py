@@ -1,0 +1,160 @@
+"""Where a build is named (a spec's ``environment.build``/``executable``, ``Controller(build=...)``, the drop-in's
+``file_name``), turn the name into the executable to launch and the digest of its bytes, the one way."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from unirender.builds.errors import BuildError
+from unirender.builds.store import BuildStore, StoredBuild, is_reference
+
+BUILTIN = "builtin"
+
+
+@dataclass(frozen=True)
+class ResolvedBuild:
+    executable: str  # a path, or "builtin"
+    stored: StoredBuild | None = None  # when it came from the store
+
+    @property
+    def digest(self) -> str | None:
+        """The build's digest: read from the store, or computed for a plain path (cached by path, size and
+        mtime); None for the builtin player."""
+        if self.stored is not None:
+            return self.stored.digest
+        if self.executable == BUILTIN:
+            return None
+        return path_digest(self.executable)
+
+
+def build_folder(executable: str | os.PathLike) -> Path:
+    """The folder a build's executable stands in: its parent, or the folder holding a macOS ``.app``."""
+    path = Path(executable).resolve()
+    for parent in path.parents:
+        if parent.suffix == ".app":
+            return parent.parent
+    return path.parent
+
+
+def path_digest(executable: str | os.PathLike, store: BuildStore | None = None) -> str:
+    return (store or BuildStore()).digest_folder(build_folder(executable))
+
+
+def resolve_build(name: str | os.PathLike, *, platform: str | None = None,
+                  store: BuildStore | None = None) -> ResolvedBuild:  # fmt: skip
+    """``builtin``, a path to an executable, or a store reference (``sha256:<hex>``, ``name:tag``,
+    ``ai2thor:<commit>``) -> what to launch."""
+    text = os.fspath(name)
+    if text == BUILTIN:
+        return ResolvedBuild(BUILTIN)
+    if not is_reference(text):
+        return ResolvedBuild(text)
+    stored = (store or BuildStore()).resolve(text, platform=platform, names=False)
+    if stored.executable is None:
+        raise BuildError(
+            f"{text} ({stored.digest}) holds no executable unirender can launch (target {stored.info.target})"
+        )
+    return ResolvedBuild(str(stored.executable), stored)
+
+
+def _platform_name(platform) -> str | None:
+    if platform is None or isinstance(platform, str):
+        return platform
+    return getattr(platform, "name", None)
+
+
+def ai2thor_cache_folder(commit: str, platform: str | None = None) -> Path | None:
+    """AI2-THOR's own download of a commit (``~/.ai2thor/releases/thor-<Platform>-<commit>/``), if there."""
+    releases = Path.home() / ".ai2thor" / "releases"
+    if not releases.is_dir():
+        return None
+    found = sorted(releases.glob(f"thor-*-{commit}"))
+    preferred = [f for f in found if platform and f.name == f"thor-{platform}-{commit}"]
+    return (preferred or found or [None])[0]
+
+
+def controller_build(executable=BUILTIN, *, build=None, commit_id=None, local_executable_path=None, platform=None,
+                     store: BuildStore | None = None) -> ResolvedBuild:  # fmt: skip
+    """AI2-THOR's ways of naming a build (``commit_id=``, ``local_executable_path=``) and unirender's
+    (``executable=`` a path or a reference, ``build=`` a reference) -> what to launch. One of them at most."""
+    given = {
+        name: value
+        for name, value in (
+            ("executable", None if os.fspath(executable) == BUILTIN else executable),
+            ("build", build),
+            ("commit_id", commit_id),
+            ("local_executable_path", local_executable_path),
+        )  # fmt: skip
+        if value is not None
+    }
+    if len(given) > 1:
+        raise ValueError(f"name the build once: got {', '.join(given)}")
+    platform_name = _platform_name(platform)
+    if local_executable_path is not None:
+        return ResolvedBuild(os.fspath(local_executable_path))
+    if commit_id is not None:
+        store = store or BuildStore()
+        reference = f"ai2thor:{commit_id}"
+        try:
+            return resolve_build(reference, platform=platform_name, store=store)
+        except BuildError:
+            folder = ai2thor_cache_folder(str(commit_id), platform_name)
+            if folder is None:
+                raise
+        # AI2-THOR downloaded it once: keep it in the store (checked, named), launching from there.
+        try:
+            store.import_ai2thor(folder.parent)
+            return resolve_build(reference, platform=platform_name, store=store)
+        except (BuildError, OSError):
+            return ResolvedBuild(str(folder / folder.name))  # a read-only store: AI2-THOR's own copy
+    if build is not None:
+        if not is_reference(os.fspath(build)):
+            raise BuildError(
+                f"build={build!r}: a store reference ('name:tag', 'sha256:<digest>', 'ai2thor:<commit>')"
+            )
+        return resolve_build(build, platform=platform_name, store=store)
+    return resolve_build(executable, platform=platform_name, store=store)
+
+
+def named_build_digest(name: str, platform: str | None = None, store: BuildStore | None = None) -> str | None:
+    """The digest of the bytes a spec's build name stands for (a reference's from the store; a path's computed,
+    cached by path, size and mtime); None for the builtin player."""
+    return resolve_build(name, platform=platform, store=store).digest
+
+
+def platform_warning(platform: str | None, target: str) -> str | None:
+    """Why a declared platform cannot run a build of ``target`` (None when it can, or nobody knows)."""
+    if target == "WebGL":
+        return ("a WebGL build runs in a browser: neither the AI2-THOR nor the ML-Agents family can launch it as a "
+                "player process")  # fmt: skip
+    if target in ("StandaloneOSX", "Windows"):
+        return f"a {target} build does not run on Linux render hosts; build for Linux64 or CloudRendering"
+    if platform == "CloudRendering" and target == "Linux64":
+        return ("platform CloudRendering needs a CloudRendering (or LinuxHeadlessSimulation) build; this is a "
+                "Linux64 build, which renders through an X display: use platform Linux64 or auto")  # fmt: skip
+    return None
+
+
+def describe_named_build(name: str, platform: str | None = None) -> tuple[list[str], list[str]]:
+    """``spec check``'s lines about a spec's build (build, digest, family, Unity version, target) and its
+    warnings."""
+    from unirender.builds.detect import detect
+
+    if name == BUILTIN:
+        return ["build          builtin (the reference player)"], []
+    resolved = resolve_build(name, platform=platform)
+    if resolved.stored is not None:
+        info, digest = resolved.stored.info, resolved.stored.digest
+    else:
+        info, digest = detect(build_folder(name)), resolved.digest
+    lines = [
+        f"build          {name}",
+        f"digest         {digest}",
+        f"family         {info.family}",
+        f"unity version  {info.unity_version or 'unknown'}",
+        f"target         {info.target}",
+    ]
+    warning = platform_warning(platform, info.target)
+    return lines, [warning] if warning else []
