@@ -31,9 +31,9 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-AI2THOR, MLAGENTS = "ai2thor", "mlagents"
+AI2THOR, MLAGENTS, WEBGL = "ai2thor", "mlagents", "webgl"
 BUILTIN = "builtin"  # the executable name of the reference player, in every family
-FAMILIES: tuple[str, ...] = (AI2THOR, MLAGENTS)  # every environment.protocol unirender knows
+FAMILIES: tuple[str, ...] = (AI2THOR, MLAGENTS, WEBGL)  # every environment.protocol unirender knows
 
 
 _import_lock = threading.Lock()

@@ -34,8 +34,25 @@ def test_osx_bad_bundle_is_a_clear_error(tmp_path, content):
 
 
 def test_webgl_has_no_executable(tmp_path):
-    with pytest.raises(PlatformError, match="browser"):
+    with pytest.raises(PlatformError, match="no executable; pass the build folder"):
         WebGL().executable_path(tmp_path, "x")
+
+
+def test_webgl_needs_chromium_and_says_how_to_install_it(monkeypatch, tmp_path):
+    monkeypatch.setenv("UNIRENDER_CHROMIUM", str(tmp_path / "no-such-browser"))
+    a = WebGL().assess(PlatformRequest(system="Linux"))
+    assert not a.usable and a.applicable
+    assert "no Chromium found" in a.reasons[0] and "sudo apt-get install -y chromium" in a.reasons[0]
+    assert not WebGL().assess(PlatformRequest(system="Darwin")).applicable
+
+
+def test_webgl_picks_swiftshader_or_the_gpu_through_angle(monkeypatch):
+    monkeypatch.setenv("UNIRENDER_CHROMIUM", "/bin/true")
+    software = WebGL().assess(PlatformRequest(system="Linux"))
+    assert software.usable and software.device.software and "--use-angle=swiftshader" in software.args
+    gpu = WebGL().assess(PlatformRequest(system="Linux", gpu_device=0))
+    assert gpu.usable and not gpu.device.software and "--use-angle=vulkan" in gpu.args
+    assert software.env == {"UNIRENDER_CHROMIUM": "/bin/true"}
 
 
 @pytest.mark.parametrize("cls", [Linux64, CloudRendering, EGL])

@@ -103,7 +103,6 @@ def test_explicit_platform_is_honoured_even_when_auto_would_pick_another():
     "platform, request_kwargs, message",
     [
         ("OSXIntel64", {}, "OSXIntel64 runs only on Darwin"),
-        ("WebGL", {}, "WebGL builds run in a web browser"),
         ("EGL", {}, "builtin reference player only"),
         ("Linux64", {"x_display": ":4999"}, "X socket @/tmp/.X11-unix/X4999 is unreachable"),
         ("Linux64", {"allow_virtual_display": False, **ODD}, "- Linux64: unusable"),

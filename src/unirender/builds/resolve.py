@@ -128,7 +128,7 @@ def platform_warning(platform: str | None, target: str) -> str | None:
     """Why a declared platform cannot run a build of ``target`` (None when it can, or nobody knows)."""
     if target == "WebGL":
         return ("a WebGL build runs in a browser: neither the AI2-THOR nor the ML-Agents family can launch it as a "
-                "player process")  # fmt: skip
+                "player process; the webgl family runs it in headless Chromium (docs/webgl.md)")  # fmt: skip
     if target in ("StandaloneOSX", "Windows"):
         return f"a {target} build does not run on Linux render hosts; build for Linux64 or CloudRendering"
     if platform == "CloudRendering" and target == "Linux64":

@@ -15,6 +15,7 @@ from typing import Any
 from unirender.simulator import (
     AI2THOR,
     MLAGENTS,
+    WEBGL,
     FlatCameraWarning,
     Simulator,
     family_of,
@@ -27,11 +28,13 @@ from unirender.simulator import (
 LAUNCHERS: dict[str, str] = {
     AI2THOR: "unirender.controller:Controller",
     MLAGENTS: "unirender.cluster.mlagents:MLAgentsSimulator",
+    WEBGL: "unirender.webgl.controller:launch",
 }
 # family -> "module:function" giving an event's camera views keyed as Description.observations names them
 CAMERA_READERS: dict[str, str] = {
     AI2THOR: "unirender.controller:camera_frames",
     MLAGENTS: "unirender.mlagents.controller:camera_frames",
+    WEBGL: "unirender.webgl.controller:camera_frames",
 }
 # family -> "module:attribute" of how its events cross Ray's object store (pack in the actor, unpack on the
 # driver); a family not listed is pickled as it is

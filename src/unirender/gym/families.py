@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from unirender.simulator import AI2THOR, MLAGENTS, family_of, load_target
+from unirender.simulator import AI2THOR, MLAGENTS, WEBGL, family_of, load_target
 
 if TYPE_CHECKING:
     from unirender.gym.session_env import SessionEnv
@@ -43,6 +43,7 @@ GYM_FAMILIES: dict[str, GymFamily] = {
         "unirender.gym.mlagents_env:MLAgentsEnv",
         agents_vector_env="unirender.gym.mlagents_vector:MLAgentsVectorEnv",
     ),
+    WEBGL: GymFamily("unirender.gym.webgl_env:WebGLEnv"),
 }
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from unirender.errors import PlatformError
-from unirender.platforms import gpus, probes
+from unirender.platforms import chromium, gpus, probes
 from unirender.platforms.devices import Device
 from unirender.platforms.request import PlatformRequest, parse_x_display
 from unirender.platforms.x11 import X11_SOCKET_DIR, find_screen
@@ -371,18 +371,39 @@ class OSXIntel64(Platform):
 
 
 class WebGL(Platform):
-    """A browser build: metadata goes to JavaScript, there is no Python server to talk to."""
+    """A Unity WebGL build (a folder with ``Build/<name>.loader.js``), run in headless Chromium: no X server,
+    no Vulkan driver and no GPU needed (SwiftShader renders WebGL2 on the CPU), or the GPU through ANGLE on
+    Vulkan when a ``gpu_device`` is asked for (docs/webgl.md)."""
 
     name = "WebGL"
-    systems = ()
+    systems = ("Linux",)
+    packages = list(chromium.PACKAGES)
 
     def assess(self, request: PlatformRequest) -> Assessment:
-        return self._not_applicable(
-            request, "WebGL builds run in a web browser and talk to JavaScript, not to a Python server"
+        if request.system not in self.systems:
+            return self._not_applicable(request)
+        binary = chromium.find_chromium()
+        if binary is None:
+            return Assessment(self, usable=False, reasons=[
+                f"no Chromium found (looked for ${chromium.ENV_VAR}, then {', '.join(chromium.CANDIDATES)} on "
+                f"PATH); install it: {apt_line(self.packages)}"
+            ])
+        renderer = chromium.GPU if request.gpu_device is not None else chromium.SWIFTSHADER
+        device = Device(
+            api="webgl", index=str(request.gpu_device) if request.gpu_device is not None else "swiftshader",
+            name="ANGLE on Vulkan (GPU)" if not renderer.software else "SwiftShader (ANGLE, Vulkan on the CPU)",
+            kind="cpu" if renderer.software else "unknown", software=renderer.software, driver="chromium",
         )
+        return Assessment(self, usable=True, devices=[device], device=device, args=list(renderer.flags),
+                          env={chromium.ENV_VAR: binary}, notes=[f"browser: {binary}"])
+
+    def dependency_instructions(self, request: PlatformRequest) -> str:
+        return f"WebGL builds run in headless Chromium: {apt_line(self.packages)}"
 
     def executable_path(self, base_dir: str | os.PathLike, name: str) -> Path:
-        raise PlatformError("WebGL builds have no executable; open their index.html in a browser")
+        raise PlatformError(
+            "WebGL builds have no executable; pass the build folder (the one holding Build/) to the webgl family"
+        )
 
 
 PLATFORMS: dict[str, type[Platform]] = {

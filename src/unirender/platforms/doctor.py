@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from unirender.errors import PlatformError
-from unirender.platforms import probes
+from unirender.platforms import chromium, probes
 from unirender.platforms.classes import (
     EGL,
     PACKAGES,
@@ -19,7 +19,7 @@ from unirender.platforms.classes import (
     WebGL,
     apt_line,
 )
-from unirender.platforms.devices import Device
+from unirender.platforms.devices import Device, looks_software
 from unirender.platforms.request import PlatformRequest
 from unirender.platforms.resolve import VIRTUAL, auto_order
 from unirender.platforms.x11 import find_screen, list_display_numbers, probe_display
@@ -42,6 +42,22 @@ def _row(name: str, assessment, request: PlatformRequest, via: str | None = None
         "args": list(a.args),
         "instructions": "" if a.usable or not a.applicable else a.platform.dependency_instructions(request),
     }
+
+
+def _webgl_row(request: PlatformRequest) -> dict:
+    """The WebGL row, with the renderer headless Chromium really gets (one browser run on a test page)."""
+    assessment = WebGL().assess(request)
+    if assessment.usable and assessment.device is not None:
+        binary = assessment.env[chromium.ENV_VAR]
+        renderer = chromium.SWIFTSHADER if assessment.device.software else chromium.GPU
+        name, error = chromium.probe_renderer(binary, renderer)
+        if name:
+            assessment.device.name = name
+            assessment.device.software = looks_software(name)
+        else:
+            assessment.usable = False
+            assessment.reasons.append(error)
+    return _row("WebGL", assessment, request, scope="Unity WebGL builds (headless Chromium)")
 
 
 def _virtual_display_row(request: PlatformRequest, start: bool) -> dict:
@@ -118,7 +134,7 @@ def build_report(
     rows += [
         _row("EGL", EGL().assess(builtin), builtin, scope="builtin reference player only (GL without X)"),
         _row("OSXIntel64", OSXIntel64().assess(request), request, scope="Unity macOS builds"),
-        _row("WebGL", WebGL().assess(request), request, scope="Unity browser builds"),
+        _webgl_row(request),
     ]
     displays = []
     for number in list_display_numbers():

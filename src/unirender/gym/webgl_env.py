@@ -1,0 +1,73 @@
+"""``WebGLEnv``: a Unity WebGL build (the ``webgl`` family, docs/webgl.md) as a ``gymnasium.Env``; launch, close,
+reuse after close and restarts are :class:`~unirender.gym.session_env.SessionEnv`'s.
+
+Spaces come from ``session.describe()``: the observation is the canvas, ``Box(0, 255, (H, W, 3), uint8)``; the
+action space is ``Discrete(n)`` over the build's declared actions (``noop`` is 0). Reward and termination are
+what the build posts through ``window.unirender.emit`` (``reward``, summed over the step's messages; ``done``);
+``info`` carries the step's ``messages`` and merged ``metadata``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from unirender.cluster.base import Resources, SessionBackend
+from unirender.gym.session_env import SessionEnv
+
+
+class WebGLEnv(SessionEnv):
+    """``WebGLEnv(controller_kwargs={"executable": build folder, "actions": {...}, ...})`` (the
+    ``WebGLController``'s keywords; ``protocol: webgl`` is implied)."""
+
+    def __init__(
+        self,
+        controller_kwargs: dict,
+        *,
+        max_episode_steps: int | None = None,
+        backend: SessionBackend | str = "local",
+        backend_options: dict | None = None,
+        resources: Resources | None = None,
+        render_mode: str | None = None,
+    ):
+        self._open({**dict(controller_kwargs), "protocol": "webgl"}, backend=backend,
+                   backend_options=backend_options, resources=resources, render_mode=render_mode,
+                   max_episode_steps=max_episode_steps)
+        try:
+            self._launch()
+            description = self.session.describe()
+        except BaseException:
+            self.close()
+            raise
+        (camera,) = description.cameras()
+        self.action_names = description.actions.names
+        self.observation_space = spaces.Box(0, 255, camera.shape, np.uint8)
+        self.action_space = spaces.Discrete(len(self.action_names))
+        self.last_event = self.session.last_event
+
+    def render(self):
+        if self.render_mode != "rgb_array" or self.last_event is None:
+            return None
+        return self.last_event.frame
+
+    # -- the family's part (SessionEnv's hooks) ---------------------------------------------------------------
+    def _start_episode(self, seed: int | None, options: dict, launched: bool):
+        event = self.session.last_event if launched else self.session.reset()
+        self.last_event = event
+        return event.frame, self._info(event)
+
+    def _session_action(self, action: Any) -> str:
+        return self.action_names[int(action)]
+
+    def _advance(self, action, event):
+        self.last_event = event
+        return event.frame, event.reward, event.done, False, self._info(event)
+
+    def _restarted(self, action):
+        return self._start_episode(None, {}, launched=False)
+
+    @staticmethod
+    def _info(event) -> dict:
+        return {"messages": event.messages, "metadata": event.metadata}
