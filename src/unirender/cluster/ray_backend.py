@@ -272,7 +272,7 @@ class RaySession(Session[EventT]):
         tried when no node could take it."""
         backend = self._backend
         backend._node_lost(old_node, reason)
-        self._kill_actor()  # and Ray's pending restart of it, if any: this session places its own
+        self._discard_player(self._detach_player())  # and Ray's pending restart of it, if any: this session places its own
         started = time.monotonic()
         try:
             self._place_and_start(wait_timeout=backend.replace_timeout)
