@@ -202,9 +202,10 @@ class Controller(RestartWindow):
     def _step_command(self, action, kwargs) -> tuple[dict, bool]:
         """The AI2-THOR family's action normalisation (``normalize_action``: the one the remote session shares),
         done here once for every backend; a copy, as the command is changed below."""
-        if action is not None and not isinstance(action, str | dict):
-            raise ValueError(f"step() needs an action name, got {action!r}")
-        command = normalize_action(action, kwargs)
+        try:
+            command = normalize_action(action, kwargs)
+        except TypeError:
+            raise ValueError(f"step() needs an action name, got {action!r}") from None
         if command is action:
             command = dict(command)
         if not isinstance(command.get("action"), str):
