@@ -60,42 +60,42 @@ def uninterrupted(tmp_path_factory):
     return out
 
 
-def run_cli(job: Path, tmp_path: Path) -> subprocess.Popen:
-    scratch = tmp_path / "tmp"
-    scratch.mkdir(exist_ok=True)  # a SIGKILLed job leaves its FIFO dir: keep it in tmp_path
-    return subprocess.Popen(
-        [*CLI, "render", str(job)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "TMPDIR": str(scratch)},
-    )
-
-
 def test_sigkill_inside_an_episode_redoes_at_most_one_chunk_and_gives_identical_bytes(
     tmp_path, uninterrupted
 ):
+    """The job is held still at a chosen frame (tests/jobs/stop_at_frame.py) and killed there: the whole chunks
+    before it are committed, the open one is lost and redone, and the resume gives the uninterrupted bytes."""
     expected_files = image_files(uninterrupted)
     expected_records = records_without_clock(uninterrupted)
     rng = random.Random(os.environ.get("UNIRENDER_TEST_SEED", "13"))
     for kill_at in sorted(rng.sample(range(CHUNK + 1, FRAMES - 2), 2)):
         out = tmp_path / f"k{kill_at}"
         job = tmp_path / f"k{kill_at}.yaml"
+        ready = tmp_path / f"k{kill_at}.ready"
         job.write_text(yaml.safe_dump(generator_job(out)))
-        proc = run_cli(job, tmp_path)
+        scratch = tmp_path / "tmp"
+        scratch.mkdir(exist_ok=True)  # a SIGKILLed job leaves its FIFO dir: keep it in tmp_path
+        log = tmp_path / f"k{kill_at}.log"
+        with log.open("wb") as stderr:
+            proc = subprocess.Popen(
+                [sys.executable, str(Path(__file__).parent / "stop_at_frame.py"), str(job), str(kill_at),
+                 str(CHUNK), str(ready)],
+                stdout=subprocess.DEVNULL, stderr=stderr, env={**os.environ, "TMPDIR": str(scratch)},
+            )
         try:
-            deadline = time.monotonic() + 60
-            while proc.poll() is None and time.monotonic() < deadline:
-                if len(list(out.glob("frames/*/*/*.frame.png"))) >= kill_at:
-                    break
-                time.sleep(0.005)
-            assert proc.poll() is None, "the job finished before it could be killed"
+            deadline = time.monotonic() + 90
+            while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert ready.exists(), (f"the job never reached frame {kill_at}: {proc.poll()=}", log.read_text()[-2000:])
             proc.send_signal(signal.SIGKILL)
         finally:
             proc.kill()
             proc.wait()
         rendered = len(list(out.glob("frames/*/*/*.frame.png")))  # complete frames on disk at the kill
         kept = committed_frames(out)
-        assert kept >= CHUNK and kept % CHUNK == 0, "whole chunks were committed inside the episode"
+        whole = kill_at // CHUNK * CHUNK
+        assert kept == whole, (f"killed at frame {kill_at}: expected the {whole // CHUNK} whole chunks before it "
+                               f"committed ({whole} frames), the commit log holds {kept}", log.read_text()[-2000:])
         result = render(job)
         redone = rendered - kept  # frames rendered before the kill that the resume rendered again
         assert 0 <= redone <= CHUNK, (kill_at, rendered, kept)
