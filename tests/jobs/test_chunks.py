@@ -20,6 +20,7 @@ import pytest
 import yaml
 from job_helpers import image_files, player_pids, records_without_clock
 
+from fixtures.held_job import start_held
 from fixtures.private_tmpfs import TmpfsUnavailable, private_tmpfs
 from unirender.jobs import JobError, load_dataset, render
 from unirender.jobs.atomic import TEMP_MARK
@@ -63,42 +64,29 @@ def uninterrupted(tmp_path_factory):
 def test_sigkill_inside_an_episode_redoes_at_most_one_chunk_and_gives_identical_bytes(
     tmp_path, uninterrupted
 ):
-    """The job is held still at a chosen frame (tests/jobs/stop_at_frame.py) and killed there: the whole chunks
-    before it are committed, the open one is lost and redone, and the resume gives the uninterrupted bytes."""
+    """The job is held still once it has written a chosen number of frames (tests/fixtures/held_job.py) and killed
+    there: the whole chunks before are committed, the open one is lost and redone; the resume gives the same bytes."""
     expected_files = image_files(uninterrupted)
     expected_records = records_without_clock(uninterrupted)
     rng = random.Random(os.environ.get("UNIRENDER_TEST_SEED", "13"))
     for kill_at in sorted(rng.sample(range(CHUNK + 1, FRAMES - 2), 2)):
         out = tmp_path / f"k{kill_at}"
         job = tmp_path / f"k{kill_at}.yaml"
-        ready = tmp_path / f"k{kill_at}.ready"
         job.write_text(yaml.safe_dump(generator_job(out)))
         scratch = tmp_path / "tmp"
         scratch.mkdir(exist_ok=True)  # a SIGKILLed job leaves its FIFO dir: keep it in tmp_path
-        log = tmp_path / f"k{kill_at}.log"
-        with log.open("wb") as stderr:
-            proc = subprocess.Popen(
-                [sys.executable, str(Path(__file__).parent / "stop_at_frame.py"), str(job), str(kill_at),
-                 str(CHUNK), str(ready)],
-                stdout=subprocess.DEVNULL, stderr=stderr, env={**os.environ, "TMPDIR": str(scratch)},
-            )
-        try:
-            deadline = time.monotonic() + 90
-            while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.01)
-            assert ready.exists(), (f"the job never reached frame {kill_at}: {proc.poll()=}", log.read_text()[-2000:])
-            proc.send_signal(signal.SIGKILL)
-        finally:
-            proc.kill()
-            proc.wait()
+        proc = start_held("frames", kill_at, tmp_path / f"k{kill_at}.ready", ["render", str(job)],
+                          log=tmp_path / f"k{kill_at}.log", env={**os.environ, "TMPDIR": str(scratch)})
+        proc.kill()  # SIGKILL
+        proc.wait()
         rendered = len(list(out.glob("frames/*/*/*.frame.png")))  # complete frames on disk at the kill
         kept = committed_frames(out)
-        whole = kill_at // CHUNK * CHUNK
-        assert kept == whole, (f"killed at frame {kill_at}: expected the {whole // CHUNK} whole chunks before it "
-                               f"committed ({whole} frames), the commit log holds {kept}", log.read_text()[-2000:])
+        # Frames 0 .. kill_at-1 written; the chunk the last of them ends is sealed after it, so not committed.
+        whole = (kill_at - 1) // CHUNK * CHUNK
+        assert (rendered, kept) == (kill_at, whole), (
+            f"held after {kill_at} frames: expected {kill_at} frame files and the {whole // CHUNK} whole chunks "
+            f"before the open one committed ({whole} frames); found {rendered} files, {kept} frames committed")
         result = render(job)
-        redone = rendered - kept  # frames rendered before the kill that the resume rendered again
-        assert 0 <= redone <= CHUNK, (kill_at, rendered, kept)
         assert result.frames_written == FRAMES - kept and result.frames == FRAMES
         assert image_files(out) == expected_files, f"killed at frame {kill_at}"
         assert records_without_clock(out) == expected_records

@@ -27,6 +27,7 @@ from job_helpers import (
     small_job,
 )
 
+from fixtures.held_job import start_held
 from unirender.jobs import JobError, load_dataset, render
 from unirender.jobs.atomic import TEMP_MARK
 from unirender.jobs.progress import Reporter
@@ -148,26 +149,18 @@ def test_repeated_crashes_fail_the_job_with_a_report_then_resume(tmp_path, refer
     assert_same_frames(dataset_frames(tmp_path / "f"), reference_frames)
 
 
-def run_and_sigkill(tmp_path, spec: dict, name: str, killed_when) -> Path:
-    """Start ``unirender render`` on ``spec``, SIGKILL it once ``killed_when()`` holds; return the spec file."""
+def run_and_sigkill(tmp_path, spec: dict, name: str, frames: int) -> Path:
+    """Start ``unirender render`` on ``spec``, SIGKILL it once it has written ``frames`` frames (held there:
+    tests/fixtures/held_job.py); return the spec file."""
     job = tmp_path / f"{name}.yaml"
     job.write_text(yaml.safe_dump(spec))
     # A SIGKILLed job cannot remove its FIFO temp dir: keep it under tmp_path, removed below.
     scratch = tmp_path / f"{name}-tmp"
     scratch.mkdir()
-    env = {**os.environ, "TMPDIR": str(scratch)}
-    proc = subprocess.Popen(
-        [*CLI, "render", str(job)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while proc.poll() is None and time.monotonic() < deadline and not killed_when():
-            time.sleep(0.01)
-        assert proc.poll() is None, "the job finished before it could be killed"
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.kill()
-        proc.wait()
+    proc = start_held("frames", frames, tmp_path / f"{name}.ready", ["render", str(job)],
+                      log=tmp_path / f"{name}.log", env={**os.environ, "TMPDIR": str(scratch)})
+    proc.kill()  # SIGKILL
+    proc.wait()
     assert not (Path(spec["output"]["directory"]) / "manifest.json").exists()
     assert list(scratch.iterdir()), "the killed job's FIFO dir should be here"
     shutil.rmtree(scratch)
@@ -181,11 +174,8 @@ def test_resume_after_sigkill_at_random_points_gives_the_same_dataset(tmp_path, 
     rng = random.Random(os.environ.get("UNIRENDER_TEST_SEED", "5"))
     for kill_at in sorted(rng.sample(range(1, SMALL_JOB_FRAMES), 2)):
         out = tmp_path / f"k{kill_at}"
-
-        def enough_frames(out=out, kill_at=kill_at):
-            return len(list(out.glob("frames/*/*/*.frame.png"))) >= kill_at
-
-        job = run_and_sigkill(tmp_path, small_job(out, fmt="png"), f"k{kill_at}", enough_frames)
+        job = run_and_sigkill(tmp_path, small_job(out, fmt="png"), f"k{kill_at}", kill_at)
+        assert len(list(out.glob("frames/*/*/*.frame.png"))) == kill_at
         done = subprocess.run([*CLI, "render", str(job)], capture_output=True, text=True, timeout=90)
         assert done.returncode == 0, done.stderr
         # Not a TTY: plain progress lines, and a summary on stdout.
@@ -197,9 +187,8 @@ def test_resume_after_sigkill_at_random_points_gives_the_same_dataset(tmp_path, 
 
 def test_resume_after_sigkill_with_a_shard_open(tmp_path, reference_frames):
     out = tmp_path / "wds"
-    job = run_and_sigkill(
-        tmp_path, small_job(out, fmt="webdataset"), "wds", lambda: any(out.glob("shards/*.tar"))
-    )
+    job = run_and_sigkill(tmp_path, small_job(out, fmt="webdataset"), "wds", 1)
+    assert any(out.glob("shards/*.tar*")), "a shard is open at the kill"
     assert render(job).frames == SMALL_JOB_FRAMES
     assert not [p for p in out.rglob("*") if TEMP_MARK in p.name]
     assert_same_frames(dataset_frames(out), reference_frames)
