@@ -224,7 +224,7 @@ def wait_healthy(proc: subprocess.Popen, port: str, log: Path, timeout: float = 
         try:
             if requests.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
                 return
-        except requests.ConnectionError:
+        except (requests.ConnectionError, requests.Timeout):  # not listening yet, or slow to answer under load
             pass
         time.sleep(0.1)
     pytest.fail(f"the server did not answer /healthz within {timeout:g} s:\n{log.read_text()[-4000:]}")
@@ -294,5 +294,7 @@ def test_readme_names_every_core_dependency_and_what_dev_installs():
     for requirement in project["dependencies"]:
         name = re.match(r"[A-Za-z0-9_.-]+", requirement)[0]
         assert name.lower() in core_row.lower(), f"README's core row does not name {name}"
-    extras = re.search(r'^EXTRAS="([^"]+)"', (REPO / "dev").read_text(), re.M)[1]
-    assert f"`./dev` installs `unirender[{extras}]`" in readme
+    dev = (REPO / "dev").read_text()
+    for command, variable in (("demo", "DEMO_EXTRAS"), ("test", "TEST_EXTRAS")):
+        extras = re.search(rf'^{variable}="([^"]+)"', dev, re.M)[1]
+        assert f"`./dev {command}` installs `unirender[{extras}]`" in readme, command
