@@ -200,6 +200,11 @@ def test_resuming_a_finished_job_writes_nothing_and_a_changed_spec_is_refused(tm
     result = render(small_job(out, fmt="png"))
     assert result.frames_written == 0 and result.units_resumed == 3 and result.frames == SMALL_JOB_FRAMES
     assert {p: p.stat().st_mtime_ns for p in (out / "frames").rglob("*")} == before
+    from unirender.jobs.cli import format_summary
+
+    summary = format_summary(result)  # no "0 frames in 0.0 s (0.0 frames/s)" for a run with nothing to do
+    assert summary.endswith("this run: nothing to render, every frame was already written"), summary
+    assert "frames/s" not in summary and f"{SMALL_JOB_FRAMES} frames in 3 episodes, 3 resumed" in summary
     with pytest.raises(JobError, match="holds a different job"):
         render(small_job(out, fmt="npz"))
 
