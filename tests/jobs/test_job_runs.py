@@ -260,6 +260,13 @@ def test_demo_writes_a_contact_sheet(tmp_path):
     sheet = np.asarray(Image.open(out / "contact_sheet.png").convert("RGB"))
     assert sheet.shape == (22 + 3 * (256 + 22 + 6) + 6, 4 * (256 + 6) + 6, 3)  # a title row, then 3 rows of 4
     assert sheet[6:28, 6:400].max() > 200  # the title (which frame this is) is drawn
+    from unirender.jobs.demo import DEMO_SHEET_FRAME, sheet_title
+
+    record = load_dataset(out).records[DEMO_SHEET_FRAME]
+    title = sheet_title("demo", DEMO_SHEET_FRAME, 10, record)  # names the frame's file, not its shard folder
+    assert title.startswith(f"demo: frame {DEMO_SHEET_FRAME} of 10")
+    assert title.endswith(f"/{DEMO_SHEET_FRAME:06d}.frame.png"), title
+    assert (out / title.split(", ", 1)[1]).is_file(), title
     for n in range(12):  # every panel shows something: not one flat colour
         x, y = 6 + (n % 4) * 262, 22 + 6 + (n // 4) * 284 + 22
         panel = sheet[y : y + 256, x : x + 256]
