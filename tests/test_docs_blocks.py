@@ -272,6 +272,21 @@ def test_every_block_is_run_parsed_or_says_why_not():
                 f"{b.id}: no runner for ```{b.lang}: make it python or bash, or mark it <!-- not-run: REASON -->")
 
 
+def test_python_blocks_show_what_they_evaluate():
+    """A bare expression (``event.frame``) shows its value in a REPL but nothing when the block is pasted into a
+    script, as the docs' blocks are run: print it (calls may stand alone, for their effect)."""
+    import ast
+
+    bare = []
+    for b in ALL:
+        if b.lang != "python":
+            continue
+        for node in ast.walk(ast.parse(b.text)):
+            if isinstance(node, ast.Expr) and not isinstance(node.value, ast.Call | ast.Await | ast.Constant):
+                bare.append(f"{b.doc}:{b.line + node.lineno}: {ast.unparse(node)}")
+    assert not bare, "expressions that print nothing:\n" + "\n".join(bare)
+
+
 def test_substitutions_and_markers_match_the_docs():
     """A substitution whose text left its doc, or a marker above no fence, is stale."""
     for doc, old, _new, _why in SUBSTITUTIONS:
