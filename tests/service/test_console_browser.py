@@ -142,6 +142,8 @@ def test_live_view_follows_a_key_press(service, alice, browser, artifacts):
         before_seq = int(live.get_attribute("data-seq"))
         before = live.screenshot_as_png
         (artifacts / "live-before.png").write_bytes(before)
+        # Two status polls with no step between them: the page has a baseline for steps/s (checked below).
+        wait(browser, lambda d: d.find_element(By.ID, "steps-rate").text == "idle", message="steps/s not idle")
 
         browser.find_element(By.TAG_NAME, "body").send_keys(Keys.ARROW_RIGHT)  # RotateRight
         wait(browser, lambda d: int(live.get_attribute("data-seq")) > before_seq
@@ -154,6 +156,17 @@ def test_live_view_follows_a_key_press(service, alice, browser, artifacts):
         assert np.abs(a - b).mean() > 5.0, "the live view did not change after RotateRight"
         assert "succeeded" in browser.find_element(By.ID, "last-action").text
         assert session.info()["steps"] >= 1  # the key press stepped the session itself
+
+        def rate(d) -> float | None:
+            text = d.find_element(By.ID, "steps-rate").text
+            return float(text) if text.replace(".", "", 1).isdigit() else None
+
+        # steps/s over the last seconds, not the last poll: the one step still shows a rate at the next poll, a
+        # second later, instead of 0.0
+        wait(browser, lambda d: rate(d), message="no steps/s after the key press")
+        first = browser.find_element(By.ID, "steps-rate").text
+        wait(browser, lambda d: d.find_element(By.ID, "steps-rate").text != first, message="steps/s never updated")
+        assert rate(browser), browser.find_element(By.ID, "steps-rate").text
 
         # The frame rate and latency are shown; the view selector re-streams the same frame (the same pose) in
         # another view: depth through its colour map differs from the colour frame, and back again is the same.
