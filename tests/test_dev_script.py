@@ -118,3 +118,13 @@ def test_dev_quiet_and_torch_requirement(tmp_path):
     pip = [c for c in calls(tmp_path) if " -m pip install" in c]
     assert pip[1] == "python -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu", pip
     assert all(" -q " in c for c in pip), pip
+
+
+def test_dev_test_runs_two_workers_and_test_fast_leaves_out_slow_and_ray(tmp_path):
+    env = make_env(tmp_path, system_installed=True)
+    assert run_dev(env, "setup").returncode == 0
+    calls(tmp_path)
+    assert run_dev(env, "test", "-x", "tests/jobs").returncode == 0
+    assert calls(tmp_path) == ["python -m pytest -n 2 --dist loadfile -x tests/jobs"]  # CI's own command
+    assert run_dev(env | {"DEV_TEST_WORKERS": "0"}, "test-fast").returncode == 0
+    assert calls(tmp_path) == ["python -m pytest -n 0 --dist loadfile -m not slow and not ray"]
