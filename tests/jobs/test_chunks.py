@@ -20,6 +20,7 @@ import pytest
 import yaml
 from job_helpers import image_files, player_pids, records_without_clock
 
+from fixtures.held_job import SCRIPT as HELD_JOB
 from fixtures.held_job import start_held
 from fixtures.private_tmpfs import TmpfsUnavailable, private_tmpfs
 from unirender.jobs import JobError, load_dataset, render
@@ -146,18 +147,21 @@ def test_ctrl_c_on_a_terminal_cancels_cleanly_and_resumes(tmp_path):
     are not in it, so none of them dies: no crash, no restart; exit 130 with the kept count."""
     out = tmp_path / "c"
     job = tmp_path / "c.yaml"
-    frames = 120  # long enough that the job is still running when the ^C arrives, even on a loaded machine
+    frames = 3 * CHUNK
     job.write_text(yaml.safe_dump(generator_job(out, count=frames)))
+    # The job is held once it has rendered CHUNK + 1 frames until the ^C reaches it (tests/fixtures/held_job.py):
+    # it cannot finish first, however loaded the machine.
+    held = [str(HELD_JOB), "interrupt", str(CHUNK + 1), str(tmp_path / "ready"), "--", "render", str(job)]
     pid, fd = pty.fork()
     if pid == 0:  # the child: session leader with the pty as its controlling terminal
         try:
             os.environ["TERM"] = "dumb"
-            os.execv(sys.executable, [*CLI, "render", str(job)])
+            os.execv(sys.executable, [sys.executable, *held])
         finally:
             os._exit(127)
     try:
-        output = read_terminal(fd, lambda _: committed_frames(out) >= CHUNK)
-        assert committed_frames(out) >= CHUNK, output.decode(errors="replace")
+        output = read_terminal(fd, lambda _: committed_frames(out) >= CHUNK and (tmp_path / "ready").exists())
+        assert committed_frames(out) == CHUNK, output.decode(errors="replace")
         os.write(fd, b"\x03")  # Ctrl-C typed on the terminal
         output += read_terminal(fd, lambda _: False, timeout=60)
     finally:

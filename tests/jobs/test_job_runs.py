@@ -319,27 +319,18 @@ def test_ctrl_c_stops_the_job_and_its_players(tmp_path):
     out = tmp_path / "i"
     job = tmp_path / "job.yaml"
     job.write_text(yaml.safe_dump(small_job(out, fmt="png")))
-    proc = subprocess.Popen(
-        [*CLI, "render", str(job)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    # Held once its first frame is rendered until the interrupt reaches it (tests/fixtures/held_job.py): the
+    # job cannot finish first, however loaded the machine.
+    log = tmp_path / "job.log"
+    proc = start_held("interrupt", 1, tmp_path / "ready", ["render", str(job)], log=log, start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
-        while (
-            proc.poll() is None
-            and time.monotonic() < deadline
-            and not any(out.glob("frames/*/*/*.frame.png"))
-        ):
-            time.sleep(0.01)
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
-        _, err = proc.communicate(timeout=60)
+        proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+    err = log.read_text()
     assert proc.returncode == 130, err
     assert "run the same command to resume" in err and "Traceback" not in err
     with pytest.raises(ProcessLookupError):  # nothing of the job's process group is left
