@@ -111,6 +111,14 @@ def pixels(png: bytes) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=np.int16)
 
 
+def painted(driver) -> None:
+    """Returns once the page has painted what it shows now: the second animation frame from here comes after a
+    paint of the first (a fixed sleep stood in for this and lost under load)."""
+    driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "requestAnimationFrame(() => requestAnimationFrame(() => done(true)));")
+
+
 def shown_view(driver, live, view: str, path: Path) -> np.ndarray:
     """Select ``view`` and return what the live image shows once the stream has re-sent the current frame in it
     (no step in between: the same pose). The image's ``src`` must change unless it already shows that view."""
@@ -123,7 +131,7 @@ def shown_view(driver, live, view: str, path: Path) -> np.ndarray:
     wait(driver, lambda d: live.get_attribute("src") != before, message=f"the live view never showed {view}")
     wait(driver, lambda d: d.execute_script("return arguments[0].complete && arguments[0].naturalWidth", live))
     assert live.get_attribute("data-seq") == seq  # the same frame, not a new step
-    time.sleep(0.2)  # let it be painted
+    painted(driver)
     png = live.screenshot_as_png
     path.write_bytes(png)
     return pixels(png)
@@ -148,7 +156,7 @@ def test_live_view_follows_a_key_press(service, alice, browser, artifacts):
         browser.find_element(By.TAG_NAME, "body").send_keys(Keys.ARROW_RIGHT)  # RotateRight
         wait(browser, lambda d: int(live.get_attribute("data-seq")) > before_seq
              and "RotateRight" in d.find_element(By.ID, "last-action").text, message="no new frame after the key")
-        time.sleep(0.2)  # let the new frame be painted
+        painted(browser)
         after = live.screenshot_as_png
         (artifacts / "live-after.png").write_bytes(after)
         a, b = pixels(before), pixels(after)
