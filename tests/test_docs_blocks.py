@@ -224,7 +224,7 @@ def wait_healthy(proc: subprocess.Popen, port: str, log: Path, timeout: float = 
         try:
             if requests.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
                 return
-        except (requests.ConnectionError, requests.Timeout):  # a gunicorn worker still booting under load
+        except (requests.ConnectionError, requests.Timeout):  # not listening yet, or slow to answer under load
             pass
         time.sleep(0.1)
     pytest.fail(f"the server did not answer /healthz within {timeout:g} s:\n{log.read_text()[-4000:]}")
@@ -272,6 +272,21 @@ def test_every_block_is_run_parsed_or_says_why_not():
                 f"{b.id}: no runner for ```{b.lang}: make it python or bash, or mark it <!-- not-run: REASON -->")
 
 
+def test_python_blocks_show_what_they_evaluate():
+    """A bare expression (``event.frame``) shows its value in a REPL but nothing when the block is pasted into a
+    script, as the docs' blocks are run: print it (calls may stand alone, for their effect)."""
+    import ast
+
+    bare = []
+    for b in ALL:
+        if b.lang != "python":
+            continue
+        for node in ast.walk(ast.parse(b.text)):
+            if isinstance(node, ast.Expr) and not isinstance(node.value, ast.Call | ast.Await | ast.Constant):
+                bare.append(f"{b.doc}:{b.line + node.lineno}: {ast.unparse(node)}")
+    assert not bare, "expressions that print nothing:\n" + "\n".join(bare)
+
+
 def test_substitutions_and_markers_match_the_docs():
     """A substitution whose text left its doc, or a marker above no fence, is stale."""
     for doc, old, _new, _why in SUBSTITUTIONS:
@@ -294,5 +309,7 @@ def test_readme_names_every_core_dependency_and_what_dev_installs():
     for requirement in project["dependencies"]:
         name = re.match(r"[A-Za-z0-9_.-]+", requirement)[0]
         assert name.lower() in core_row.lower(), f"README's core row does not name {name}"
-    extras = re.search(r'^EXTRAS="([^"]+)"', (REPO / "dev").read_text(), re.M)[1]
-    assert f"`./dev` installs `unirender[{extras}]`" in readme
+    dev = (REPO / "dev").read_text()
+    for command, variable in (("demo", "DEMO_EXTRAS"), ("test", "TEST_EXTRAS")):
+        extras = re.search(rf'^{variable}="([^"]+)"', dev, re.M)[1]
+        assert f"`./dev {command}` installs `unirender[{extras}]`" in readme, command

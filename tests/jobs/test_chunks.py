@@ -20,6 +20,8 @@ import pytest
 import yaml
 from job_helpers import image_files, player_pids, records_without_clock
 
+from fixtures.held_job import SCRIPT as HELD_JOB
+from fixtures.held_job import start_held
 from fixtures.private_tmpfs import TmpfsUnavailable, private_tmpfs
 from unirender.jobs import JobError, load_dataset, render
 from unirender.jobs.atomic import TEMP_MARK
@@ -60,20 +62,11 @@ def uninterrupted(tmp_path_factory):
     return out
 
 
-def run_cli(job: Path, tmp_path: Path) -> subprocess.Popen:
-    scratch = tmp_path / "tmp"
-    scratch.mkdir(exist_ok=True)  # a SIGKILLed job leaves its FIFO dir: keep it in tmp_path
-    return subprocess.Popen(
-        [*CLI, "render", str(job)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "TMPDIR": str(scratch)},
-    )
-
-
 def test_sigkill_inside_an_episode_redoes_at_most_one_chunk_and_gives_identical_bytes(
     tmp_path, uninterrupted
 ):
+    """The job is held still once it has written a chosen number of frames (tests/fixtures/held_job.py) and killed
+    there: the whole chunks before are committed, the open one is lost and redone; the resume gives the same bytes."""
     expected_files = image_files(uninterrupted)
     expected_records = records_without_clock(uninterrupted)
     rng = random.Random(os.environ.get("UNIRENDER_TEST_SEED", "13"))
@@ -81,24 +74,20 @@ def test_sigkill_inside_an_episode_redoes_at_most_one_chunk_and_gives_identical_
         out = tmp_path / f"k{kill_at}"
         job = tmp_path / f"k{kill_at}.yaml"
         job.write_text(yaml.safe_dump(generator_job(out)))
-        proc = run_cli(job, tmp_path)
-        try:
-            deadline = time.monotonic() + 60
-            while proc.poll() is None and time.monotonic() < deadline:
-                if len(list(out.glob("frames/*/*/*.frame.png"))) >= kill_at:
-                    break
-                time.sleep(0.005)
-            assert proc.poll() is None, "the job finished before it could be killed"
-            proc.send_signal(signal.SIGKILL)
-        finally:
-            proc.kill()
-            proc.wait()
+        scratch = tmp_path / "tmp"
+        scratch.mkdir(exist_ok=True)  # a SIGKILLed job leaves its FIFO dir: keep it in tmp_path
+        proc = start_held("frames", kill_at, tmp_path / f"k{kill_at}.ready", ["render", str(job)],
+                          log=tmp_path / f"k{kill_at}.log", env={**os.environ, "TMPDIR": str(scratch)})
+        proc.kill()  # SIGKILL
+        proc.wait()
         rendered = len(list(out.glob("frames/*/*/*.frame.png")))  # complete frames on disk at the kill
         kept = committed_frames(out)
-        assert kept >= CHUNK and kept % CHUNK == 0, "whole chunks were committed inside the episode"
+        # Frames 0 .. kill_at-1 written; the chunk the last of them ends is sealed after it, so not committed.
+        whole = (kill_at - 1) // CHUNK * CHUNK
+        assert (rendered, kept) == (kill_at, whole), (
+            f"held after {kill_at} frames: expected {kill_at} frame files and the {whole // CHUNK} whole chunks "
+            f"before the open one committed ({whole} frames); found {rendered} files, {kept} frames committed")
         result = render(job)
-        redone = rendered - kept  # frames rendered before the kill that the resume rendered again
-        assert 0 <= redone <= CHUNK, (kill_at, rendered, kept)
         assert result.frames_written == FRAMES - kept and result.frames == FRAMES
         assert image_files(out) == expected_files, f"killed at frame {kill_at}"
         assert records_without_clock(out) == expected_records
@@ -158,18 +147,21 @@ def test_ctrl_c_on_a_terminal_cancels_cleanly_and_resumes(tmp_path):
     are not in it, so none of them dies: no crash, no restart; exit 130 with the kept count."""
     out = tmp_path / "c"
     job = tmp_path / "c.yaml"
-    frames = 120  # long enough that the job is still running when the ^C arrives, even on a loaded machine
+    frames = 3 * CHUNK
     job.write_text(yaml.safe_dump(generator_job(out, count=frames)))
+    # The job is held once it has rendered CHUNK + 1 frames until the ^C reaches it (tests/fixtures/held_job.py):
+    # it cannot finish first, however loaded the machine.
+    held = [str(HELD_JOB), "interrupt", str(CHUNK + 1), str(tmp_path / "ready"), "--", "render", str(job)]
     pid, fd = pty.fork()
     if pid == 0:  # the child: session leader with the pty as its controlling terminal
         try:
             os.environ["TERM"] = "dumb"
-            os.execv(sys.executable, [*CLI, "render", str(job)])
+            os.execv(sys.executable, [sys.executable, *held])
         finally:
             os._exit(127)
     try:
-        output = read_terminal(fd, lambda _: committed_frames(out) >= CHUNK)
-        assert committed_frames(out) >= CHUNK, output.decode(errors="replace")
+        output = read_terminal(fd, lambda _: committed_frames(out) >= CHUNK and (tmp_path / "ready").exists())
+        assert committed_frames(out) == CHUNK, output.decode(errors="replace")
         os.write(fd, b"\x03")  # Ctrl-C typed on the terminal
         output += read_terminal(fd, lambda _: False, timeout=60)
     finally:

@@ -27,6 +27,7 @@ from job_helpers import (
     small_job,
 )
 
+from fixtures.held_job import start_held
 from unirender.jobs import JobError, load_dataset, render
 from unirender.jobs.atomic import TEMP_MARK
 from unirender.jobs.progress import Reporter
@@ -148,26 +149,18 @@ def test_repeated_crashes_fail_the_job_with_a_report_then_resume(tmp_path, refer
     assert_same_frames(dataset_frames(tmp_path / "f"), reference_frames)
 
 
-def run_and_sigkill(tmp_path, spec: dict, name: str, killed_when) -> Path:
-    """Start ``unirender render`` on ``spec``, SIGKILL it once ``killed_when()`` holds; return the spec file."""
+def run_and_sigkill(tmp_path, spec: dict, name: str, frames: int) -> Path:
+    """Start ``unirender render`` on ``spec``, SIGKILL it once it has written ``frames`` frames (held there:
+    tests/fixtures/held_job.py); return the spec file."""
     job = tmp_path / f"{name}.yaml"
     job.write_text(yaml.safe_dump(spec))
     # A SIGKILLed job cannot remove its FIFO temp dir: keep it under tmp_path, removed below.
     scratch = tmp_path / f"{name}-tmp"
     scratch.mkdir()
-    env = {**os.environ, "TMPDIR": str(scratch)}
-    proc = subprocess.Popen(
-        [*CLI, "render", str(job)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while proc.poll() is None and time.monotonic() < deadline and not killed_when():
-            time.sleep(0.01)
-        assert proc.poll() is None, "the job finished before it could be killed"
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.kill()
-        proc.wait()
+    proc = start_held("frames", frames, tmp_path / f"{name}.ready", ["render", str(job)],
+                      log=tmp_path / f"{name}.log", env={**os.environ, "TMPDIR": str(scratch)})
+    proc.kill()  # SIGKILL
+    proc.wait()
     assert not (Path(spec["output"]["directory"]) / "manifest.json").exists()
     assert list(scratch.iterdir()), "the killed job's FIFO dir should be here"
     shutil.rmtree(scratch)
@@ -181,11 +174,8 @@ def test_resume_after_sigkill_at_random_points_gives_the_same_dataset(tmp_path, 
     rng = random.Random(os.environ.get("UNIRENDER_TEST_SEED", "5"))
     for kill_at in sorted(rng.sample(range(1, SMALL_JOB_FRAMES), 2)):
         out = tmp_path / f"k{kill_at}"
-
-        def enough_frames(out=out, kill_at=kill_at):
-            return len(list(out.glob("frames/*/*/*.frame.png"))) >= kill_at
-
-        job = run_and_sigkill(tmp_path, small_job(out, fmt="png"), f"k{kill_at}", enough_frames)
+        job = run_and_sigkill(tmp_path, small_job(out, fmt="png"), f"k{kill_at}", kill_at)
+        assert len(list(out.glob("frames/*/*/*.frame.png"))) == kill_at
         done = subprocess.run([*CLI, "render", str(job)], capture_output=True, text=True, timeout=90)
         assert done.returncode == 0, done.stderr
         # Not a TTY: plain progress lines, and a summary on stdout.
@@ -197,9 +187,8 @@ def test_resume_after_sigkill_at_random_points_gives_the_same_dataset(tmp_path, 
 
 def test_resume_after_sigkill_with_a_shard_open(tmp_path, reference_frames):
     out = tmp_path / "wds"
-    job = run_and_sigkill(
-        tmp_path, small_job(out, fmt="webdataset"), "wds", lambda: any(out.glob("shards/*.tar"))
-    )
+    job = run_and_sigkill(tmp_path, small_job(out, fmt="webdataset"), "wds", 1)
+    assert any(out.glob("shards/*.tar*")), "a shard is open at the kill"
     assert render(job).frames == SMALL_JOB_FRAMES
     assert not [p for p in out.rglob("*") if TEMP_MARK in p.name]
     assert_same_frames(dataset_frames(out), reference_frames)
@@ -211,6 +200,11 @@ def test_resuming_a_finished_job_writes_nothing_and_a_changed_spec_is_refused(tm
     result = render(small_job(out, fmt="png"))
     assert result.frames_written == 0 and result.units_resumed == 3 and result.frames == SMALL_JOB_FRAMES
     assert {p: p.stat().st_mtime_ns for p in (out / "frames").rglob("*")} == before
+    from unirender.jobs.cli import format_summary
+
+    summary = format_summary(result)  # no "0 frames in 0.0 s (0.0 frames/s)" for a run with nothing to do
+    assert summary.endswith("this run: nothing to render, every frame was already written"), summary
+    assert "frames/s" not in summary and f"{SMALL_JOB_FRAMES} frames in 3 episodes, 3 resumed" in summary
     with pytest.raises(JobError, match="holds a different job"):
         render(small_job(out, fmt="npz"))
 
@@ -266,6 +260,13 @@ def test_demo_writes_a_contact_sheet(tmp_path):
     sheet = np.asarray(Image.open(out / "contact_sheet.png").convert("RGB"))
     assert sheet.shape == (22 + 3 * (256 + 22 + 6) + 6, 4 * (256 + 6) + 6, 3)  # a title row, then 3 rows of 4
     assert sheet[6:28, 6:400].max() > 200  # the title (which frame this is) is drawn
+    from unirender.jobs.demo import DEMO_SHEET_FRAME, sheet_title
+
+    record = load_dataset(out).records[DEMO_SHEET_FRAME]
+    title = sheet_title("demo", DEMO_SHEET_FRAME, 10, record)  # names the frame's file, not its shard folder
+    assert title.startswith(f"demo: frame {DEMO_SHEET_FRAME} of 10")
+    assert title.endswith(f"/{DEMO_SHEET_FRAME:06d}.frame.png"), title
+    assert (out / title.split(", ", 1)[1]).is_file(), title
     for n in range(12):  # every panel shows something: not one flat colour
         x, y = 6 + (n % 4) * 262, 22 + 6 + (n // 4) * 284 + 22
         panel = sheet[y : y + 256, x : x + 256]
@@ -318,27 +319,18 @@ def test_ctrl_c_stops_the_job_and_its_players(tmp_path):
     out = tmp_path / "i"
     job = tmp_path / "job.yaml"
     job.write_text(yaml.safe_dump(small_job(out, fmt="png")))
-    proc = subprocess.Popen(
-        [*CLI, "render", str(job)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    # Held once its first frame is rendered until the interrupt reaches it (tests/fixtures/held_job.py): the
+    # job cannot finish first, however loaded the machine.
+    log = tmp_path / "job.log"
+    proc = start_held("interrupt", 1, tmp_path / "ready", ["render", str(job)], log=log, start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
-        while (
-            proc.poll() is None
-            and time.monotonic() < deadline
-            and not any(out.glob("frames/*/*/*.frame.png"))
-        ):
-            time.sleep(0.01)
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
-        _, err = proc.communicate(timeout=60)
+        proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+    err = log.read_text()
     assert proc.returncode == 130, err
     assert "run the same command to resume" in err and "Traceback" not in err
     with pytest.raises(ProcessLookupError):  # nothing of the job's process group is left

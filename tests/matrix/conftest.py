@@ -105,7 +105,14 @@ def ray_node():
         cluster.shutdown()
 
 
-@pytest.fixture(params=[(f, b) for f in FAMILIES for b in BACKENDS], ids=lambda p: f"{p[0]}-{p[1]}")
+def _param(*values: str):
+    """A case's parameter; one that lives on Ray is marked ``ray`` (its node's start-up and the actors' are most
+    of the matrix's time: ``./dev test-fast`` leaves them out, docs/testing.md)."""
+    marks = [pytest.mark.ray] if "ray" in values else []
+    return pytest.param(values if len(values) > 1 else values[0], marks=marks, id="-".join(values))
+
+
+@pytest.fixture(params=[_param(f, b) for f in FAMILIES for b in BACKENDS])
 def case(request) -> Case:
     family_id, backend_kind = request.param
     return Case(family_id, backend_kind, request)
@@ -117,13 +124,13 @@ def family_case(request) -> Case:
     return Case(request.param, "local", request)
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=[_param(b) for b in BACKENDS])
 def mlagents_case(request) -> Case:
     """ML-Agents on each backend (for what only that family can show, e.g. a game started with -nographics)."""
     return Case("mlagents", request.param, request)
 
 
-@pytest.fixture(params=[(f, p) for f in FAMILIES for p in PLACEMENTS], ids=lambda p: f"{p[0]}-{p[1]}")
+@pytest.fixture(params=[_param(f, p) for f in FAMILIES for p in PLACEMENTS])
 def placement_case(request) -> Case:
     """family x placement (local, Ray, the service backend): for what every placement must do alike."""
     family_id, placement = request.param

@@ -198,7 +198,9 @@ def test_console_lists_an_mlagents_session(tmp_path):
         resp = WsgiClient(app).post("/v1/sessions", json={"environment": {"protocol": "mlagents", **ENV}})
         assert resp.status_code == 201, resp.get_data(as_text=True)
         (doc,) = app.console._status_doc(ANONYMOUS)["sessions"]
-        assert doc["width"] == 32 and doc["scene"] is None
+        assert doc["width"] == 32 and doc["scene"] == "ML-Agents: ReachTarget"  # its behaviors, not "?"
+        assert "<td>ML-Agents: ReachTarget</td>" in WsgiClient(app).get(
+            "/ui/", environ_base={"REMOTE_ADDR": "127.0.0.1"}).get_data(as_text=True)
     finally:
         app.shutdown(timeout=5)
 

@@ -111,6 +111,14 @@ def pixels(png: bytes) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=np.int16)
 
 
+def painted(driver) -> None:
+    """Returns once the page has painted what it shows now: the second animation frame from here comes after a
+    paint of the first (a fixed sleep stood in for this and lost under load)."""
+    driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "requestAnimationFrame(() => requestAnimationFrame(() => done(true)));")
+
+
 def shown_view(driver, live, view: str, path: Path) -> np.ndarray:
     """Select ``view`` and return what the live image shows once the stream has re-sent the current frame in it
     (no step in between: the same pose). The image's ``src`` must change unless it already shows that view."""
@@ -123,7 +131,7 @@ def shown_view(driver, live, view: str, path: Path) -> np.ndarray:
     wait(driver, lambda d: live.get_attribute("src") != before, message=f"the live view never showed {view}")
     wait(driver, lambda d: d.execute_script("return arguments[0].complete && arguments[0].naturalWidth", live))
     assert live.get_attribute("data-seq") == seq  # the same frame, not a new step
-    time.sleep(0.2)  # let it be painted
+    painted(driver)
     png = live.screenshot_as_png
     path.write_bytes(png)
     return pixels(png)
@@ -142,11 +150,13 @@ def test_live_view_follows_a_key_press(service, alice, browser, artifacts):
         before_seq = int(live.get_attribute("data-seq"))
         before = live.screenshot_as_png
         (artifacts / "live-before.png").write_bytes(before)
+        # Two status polls with no step between them: the page has a baseline for steps/s (checked below).
+        wait(browser, lambda d: d.find_element(By.ID, "steps-rate").text == "idle", message="steps/s not idle")
 
         browser.find_element(By.TAG_NAME, "body").send_keys(Keys.ARROW_RIGHT)  # RotateRight
         wait(browser, lambda d: int(live.get_attribute("data-seq")) > before_seq
              and "RotateRight" in d.find_element(By.ID, "last-action").text, message="no new frame after the key")
-        time.sleep(0.2)  # let the new frame be painted
+        painted(browser)
         after = live.screenshot_as_png
         (artifacts / "live-after.png").write_bytes(after)
         a, b = pixels(before), pixels(after)
@@ -154,6 +164,17 @@ def test_live_view_follows_a_key_press(service, alice, browser, artifacts):
         assert np.abs(a - b).mean() > 5.0, "the live view did not change after RotateRight"
         assert "succeeded" in browser.find_element(By.ID, "last-action").text
         assert session.info()["steps"] >= 1  # the key press stepped the session itself
+
+        def rate(d) -> float | None:
+            text = d.find_element(By.ID, "steps-rate").text
+            return float(text) if text.replace(".", "", 1).isdigit() else None
+
+        # steps/s over the last seconds, not the last poll: the one step still shows a rate at the next poll, a
+        # second later, instead of 0.0
+        wait(browser, lambda d: rate(d), message="no steps/s after the key press")
+        first = browser.find_element(By.ID, "steps-rate").text
+        wait(browser, lambda d: d.find_element(By.ID, "steps-rate").text != first, message="steps/s never updated")
+        assert rate(browser), browser.find_element(By.ID, "steps-rate").text
 
         # The frame rate and latency are shown; the view selector re-streams the same frame (the same pose) in
         # another view: depth through its colour map differs from the colour frame, and back again is the same.

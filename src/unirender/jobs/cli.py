@@ -126,10 +126,12 @@ def format_summary(result) -> str:
     s = result.summary()
     resumed = f", {s['episodes_resumed']} resumed" if s["episodes_resumed"] else ""
     where = f" on {s['platform']} ({s['device']})" if s["platform"] else ""
+    head = (f"{s['frames_done']} frames in {s['episodes_total']} episode{'s' if s['episodes_total'] != 1 else ''}"
+            f"{resumed} -> {result.directory}\n")
+    if not s["frames_written"]:  # a resume of a finished job: no rate or share to speak of
+        return head + "this run: nothing to render, every frame was already written"
     return (
-        f"{s['frames_done']} frames in {s['episodes_total']} episode{'s' if s['episodes_total'] != 1 else ''}"
-        f"{resumed} -> {result.directory}\n"
-        f"this run: {s['frames_written']} frames in {s['elapsed_s']:.1f} s ({s['frames_per_s']:.1f} frames/s) "
+        head + f"this run: {s['frames_written']} frames in {s['elapsed_s']:.1f} s ({s['frames_per_s']:.1f} frames/s) "
         f"with {s['workers']} player(s){where}; writing held the workers {100 * s['write_share']:.0f}% of "
         f"their time ({s['encode_s']:.1f} s of encoding+writing ran behind rendering)"
     )

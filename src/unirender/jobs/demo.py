@@ -87,11 +87,20 @@ def contact_sheet_for(directory: str | os.PathLike, frame: int | None = None) ->
     with load_dataset(directory) as dataset:
         index = len(dataset) // 2 if frame is None else frame
         frames = dataset.images(index)
-        title = f"{directory.name}: frame {index} of {len(dataset)} (0-based), {dataset.records[index]['location']}"
+        title = sheet_title(directory.name, index, len(dataset), dataset.records[index])
     path = directory / CONTACT_SHEET
     ordered = sorted(frames.items(), key=lambda kv: _panel_order(kv[0]))
     write_contact_sheet(path, [(panel_label(key), array) for key, array in ordered], title=title)
     return path
+
+
+def sheet_title(name: str, index: int, count: int, record: dict) -> str:
+    """The sheet's title row: which frame it shows, by the file the frame's first image is in (its RGB frame where
+    it has one), e.g. ``demo: frame 5 of 10 (0-based), frames/e0000-kitchen-tour-r000/0000/000005.frame.png``.
+    A sharded format's location is the shard: the member follows it."""
+    files = record["files"]
+    first = files.get("frame") or next(iter(files.values()), "")
+    return f"{name}: frame {index} of {count} (0-based), {record['location']}/{first}"
 
 
 def panel_label(key: str) -> str:

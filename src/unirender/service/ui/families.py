@@ -141,7 +141,9 @@ class MLAgentsConsole:
                 "error": "", "reward": round(sum(rewards), 4), "episodes_ended": ended}  # fmt: skip
 
     def scene(self, event: Any) -> str | None:
-        return None  # an ML-Agents game has no scenes
+        """An ML-Agents game has no scenes: its behaviors (names without ``?team=``) say what it is."""
+        names = sorted({b.split("?", 1)[0] for b in event.behavior_names}) if event is not None else []
+        return f"ML-Agents: {', '.join(names)}" if names else None
 
     def controls(self, description: Description | None) -> dict:
         behaviors = description.actions.behaviors if description is not None else {}

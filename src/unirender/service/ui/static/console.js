@@ -1,7 +1,19 @@
 // Sessions and jobs list: refresh the figures every second from /ui/status.json (no inline script: CSP).
 "use strict";
 (function () {
-  const prev = new Map(); // session id -> [steps, time]
+  // Steps/s over the last RATE_WINDOW_S seconds, not the last poll: five steps from the keyboard show a rate for
+  // a while instead of 0.0 a second later; "idle" once none came in the window (as on the session page).
+  const RATE_WINDOW_S = 5;
+  const samples = new Map(); // session id -> [[steps, time], ...], oldest first
+  function stepRate(id, steps, now) {
+    const seen = samples.get(id) || [];
+    seen.push([steps, now]);
+    while (seen.length > 2 && now - seen[1][1] >= RATE_WINDOW_S) seen.shift();
+    samples.set(id, seen);
+    const [steps0, t0] = seen[0];
+    if (now <= t0) return "–";
+    return steps > steps0 ? ((steps - steps0) / (now - t0)).toFixed(1) : "idle";
+  }
   function setText(row, field, text) {
     const el = row.querySelector('[data-field="' + field + '"]');
     if (el && el.textContent !== text) el.textContent = text;
@@ -20,11 +32,7 @@
     for (const s of doc.sessions) {
       const row = document.querySelector('table[data-kind="sessions"] tr[data-id="' + s.id + '"]');
       if (!row) continue;
-      const before = prev.get(s.id);
-      if (before && doc.now > before[1]) {
-        setText(row, "rate", ((s.steps - before[0]) / (doc.now - before[1])).toFixed(1));
-      }
-      prev.set(s.id, [s.steps, doc.now]);
+      setText(row, "rate", stepRate(s.id, s.steps, doc.now));
       setText(row, "steps", String(s.steps));
       setText(row, "state", s.state);
     }

@@ -45,7 +45,17 @@
   connect();
 
   // -- status: steps and steps/s ------------------------------------------------------------------------
-  let prev = null;
+  // Over the last RATE_WINDOW_S seconds, not the last poll: five steps from the keyboard show a rate for a while
+  // instead of 0.0 a second later; "idle" once none came in the window.
+  const RATE_WINDOW_S = 5;
+  const samples = []; // [steps, time], oldest first
+  function stepRate(steps, now) {
+    samples.push([steps, now]);
+    while (samples.length > 2 && now - samples[1][1] >= RATE_WINDOW_S) samples.shift();
+    const [steps0, t0] = samples[0];
+    if (now <= t0) return "–";
+    return steps > steps0 ? ((steps - steps0) / (now - t0)).toFixed(1) : "idle";
+  }
   async function status() {
     try {
       const resp = await fetch(root.dataset.status, {credentials: "same-origin", cache: "no-store"});
@@ -53,11 +63,11 @@
       const s = await resp.json();
       out("steps").textContent = String(s.steps);
       out("state").textContent = s.state;
-      if (prev && s.now > prev[1]) out("steps-rate").textContent = ((s.steps - prev[0]) / (s.now - prev[1])).toFixed(1);
-      prev = [s.steps, s.now];
+      out("steps-rate").textContent = stepRate(s.steps, s.now);
     } catch (e) { /* next tick */ }
   }
   setInterval(status, 1000);
+  status();
 
   // -- recording --------------------------------------------------------------------------------------------
   // The record button starts recording the view shown (a frame per step, encoded on the server) and stops it;
