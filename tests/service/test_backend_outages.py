@@ -6,7 +6,6 @@ processes, real SIGKILLs; a SIGSTOP before the kill puts a request in flight det
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import threading
@@ -16,6 +15,7 @@ import pytest
 import requests
 from durable_helpers import Service, assert_no_players_left
 
+from fixtures.log_events import log_event
 from unirender.cluster import SessionLostError, create_backend
 
 AI2THOR = {"executable": "builtin", "width": 48, "height": 40, "platform": "EGL", "server": "fifo"}
@@ -23,25 +23,11 @@ MLAGENTS = {"protocol": "mlagents", "executable": "builtin", "width": 48, "heigh
             "time_scale": 100}  # fmt: skip
 
 
-class Outages(logging.Handler):
-    """Sets ``away`` when the backend logs that the service went away: the test restarts it only then."""
-
-    def __init__(self):
-        super().__init__(logging.WARNING)
-        self.away = threading.Event()
-
-    def emit(self, record):
-        if "is away" in record.getMessage():
-            self.away.set()
-
-
 @pytest.fixture
 def outages():
-    handler = Outages()
-    logger = logging.getLogger("unirender.cluster.service_backend")
-    logger.addHandler(handler)
-    yield handler
-    logger.removeHandler(handler)
+    """``outages.seen`` is set when the service going away was noticed (its log line): act only then."""
+    with log_event("unirender.cluster.service_backend", "is away") as event:
+        yield event
 
 
 class Host:
@@ -91,7 +77,7 @@ def step_across_a_redeploy(host, outages, step):
     host.kill()
     worker = threading.Thread(target=run)
     worker.start()
-    assert outages.away.wait(60), "the backend never noticed the outage"
+    assert outages.seen.wait(60), "the backend never noticed the outage"
     host.redeploy()
     worker.join(180)
     assert not worker.is_alive()
@@ -139,7 +125,7 @@ def test_recv_rides_through_a_request_cut_in_flight(host, outages):
         env.send(np.array([1, 1]))
         os.kill(pid, signal.SIGKILL)  # ...and cut when the service dies
         assert host.current.wait_exit(60) == -9
-        assert outages.away.wait(60)
+        assert outages.seen.wait(60)
         host.redeploy()
         _, _, terminated, truncated, infos = env.recv()
         assert truncated.all() and not terminated.any() and set(infos["restart_cause"]) == {"service_restart"}

@@ -5,13 +5,13 @@ hook lands it at a chosen frame)."""
 
 from __future__ import annotations
 
-import logging
 import threading
 
 import pytest
 import requests
 from durable_helpers import Service, assert_no_players_left
 
+from fixtures.log_events import log_event
 from unirender.client import Client, ServiceUnreachableError
 from unirender.service.jobs import TEST_KILL_ENV
 
@@ -25,25 +25,11 @@ SPEC = {
 }
 
 
-class Outages(logging.Handler):
-    """Sets ``away`` when the client logs that the service went away: the test restarts it only then."""
-
-    def __init__(self):
-        super().__init__(logging.WARNING)
-        self.away = threading.Event()
-
-    def emit(self, record):
-        if "is away" in record.getMessage():
-            self.away.set()
-
-
 @pytest.fixture
 def outages():
-    handler = Outages()
-    logger = logging.getLogger("unirender.client")
-    logger.addHandler(handler)
-    yield handler
-    logger.removeHandler(handler)
+    """``outages.seen`` is set when the service going away was noticed (its log line): act only then."""
+    with log_event("unirender.client", "is away") as event:
+        yield event
 
 
 def test_wait_follows_the_same_job_across_a_sigkill_and_restart(tmp_path, outages):
@@ -64,7 +50,7 @@ def test_wait_follows_the_same_job_across_a_sigkill_and_restart(tmp_path, outage
             follower = threading.Thread(target=follow)
             follower.start()
             assert first.wait_exit(120) == -9, first.log()[-2000:]  # it killed itself at frame 5
-            assert outages.away.wait(60), "the client never noticed the outage"
+            assert outages.seen.wait(60), "the client never noticed the outage"
             second = Service(tmp_path, {"port": port})  # the same data root and port: a redeploy
             follower.join(240)
             assert not follower.is_alive()
