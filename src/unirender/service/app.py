@@ -103,8 +103,11 @@ ENDPOINTS = {
 
 
 def body_limit(config: ServiceConfig, path: str, method: str) -> int:
-    """The largest request body ``method path`` may send: a build upload's ``limits.build_bytes``, else
-    ``limits.body_bytes`` (checked from the request's head by the server's channel)."""
+    """The largest request body ``method path`` may send, checked from the request's head by the server's channel:
+    a player's frames ``player_body_bytes``, a build upload's ``limits.build_bytes``, else ``limits.body_bytes``.
+    (waitress's own ``max_request_body_size`` is the largest of them: this is what holds each path to its own.)"""
+    if path in PLAYER_PATHS:
+        return config.player_body_bytes
     if method == "PUT" and path.startswith("/v1/builds/"):
         return config.limits.build_bytes
     return config.limits.body_bytes

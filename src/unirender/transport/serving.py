@@ -230,8 +230,12 @@ def quick_ack_channel_class(policy: ConnectionPolicy | None = None, client_body_
         def parse_header(self, header_plus):
             super().parse_header(header_plus)
             length = self.content_length
-            limit = client_body_bytes(self.path, self.command) if callable(client_body_bytes) else client_body_bytes
-            if limit is not None and length > limit and self.path not in PLAYER_PATHS:
+            # A function of the path decides for every path (the players' too); a number for the clients' only.
+            if callable(client_body_bytes):
+                limit = client_body_bytes(self.path, self.command)
+            else:
+                limit = client_body_bytes if self.path not in PLAYER_PATHS else None
+            if limit is not None and length > limit:
                 self.error = RequestEntityTooLarge(
                     f"request body of {length} bytes exceeds the limit of {limit} bytes")
                 self.completed = True
