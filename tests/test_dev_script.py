@@ -125,6 +125,6 @@ def test_dev_test_runs_two_workers_and_test_fast_leaves_out_slow_and_ray(tmp_pat
     assert run_dev(env, "setup").returncode == 0
     calls(tmp_path)
     assert run_dev(env, "test", "-x", "tests/jobs").returncode == 0
-    assert calls(tmp_path) == ["python -m pytest -n 2 --dist loadfile -x tests/jobs"]  # CI's own command
+    assert calls(tmp_path) == ["python -m pytest -n 2 --dist loadfile --max-worker-restart=0 -x tests/jobs"]  # CI's own command
     assert run_dev(env | {"DEV_TEST_WORKERS": "0"}, "test-fast").returncode == 0
-    assert calls(tmp_path) == ["python -m pytest -n 0 --dist loadfile -m not slow and not ray"]
+    assert calls(tmp_path) == ["python -m pytest -n 0 --dist loadfile --max-worker-restart=0 -m not slow and not ray"]
