@@ -11,6 +11,7 @@ from unirender.builds.detect import BuildInfo, detect
 from unirender.builds.errors import (
     BuildChangedError,
     BuildError,
+    BuildFetchError,
     BuildNotFoundError,
     DigestMismatchError,
     UnsafeArchiveError,
@@ -21,6 +22,7 @@ from unirender.builds.store import BuildStore, StoredBuild, Upload, default_root
 __all__ = [
     "BuildChangedError",
     "BuildError",
+    "BuildFetchError",
     "BuildInfo",
     "BuildNotFoundError",
     "BuildStore",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import sys
 
 from unirender.builds import archive
@@ -66,6 +67,8 @@ def register(sub) -> None:
                    "checked before anything is published")  # fmt: skip
     c.add_argument("--name")
     c.add_argument("--max-size", type=_size, default=archive.DEFAULT_MAX_BYTES)
+    c.add_argument("--token", default=None, help="a bearer token for a protected service's /v1/builds/{digest} "
+                   "(default: $UNIRENDER_TOKEN)")  # fmt: skip
     c.set_defaults(func=cmd_pull)
 
     c = b.add_parser("import-ai2thor", help="AI2-THOR's download cache (~/.ai2thor/releases) into the store")
@@ -195,7 +198,8 @@ def cmd_import(args) -> int:
 
 @_guarded
 def cmd_pull(args) -> int:
-    build = _store(args).pull(args.url, sha256=args.sha256, name=args.name, max_bytes=args.max_size)
+    token = args.token or os.environ.get("UNIRENDER_TOKEN") or None
+    build = _store(args).pull(args.url, sha256=args.sha256, name=args.name, max_bytes=args.max_size, token=token)
     print(build.digest)
     return 0
 

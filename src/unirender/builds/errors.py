@@ -23,3 +23,8 @@ class DigestMismatchError(BuildError, ValueError):
 
 class BuildChangedError(BuildError):
     """A dataset made with one build's bytes, resumed with another's."""
+
+
+class BuildFetchError(BuildError):
+    """A build a node's store lacks could not be fetched from its source (the message names the digest, the node
+    and the source; what was verified so far is kept under the store's ``tmp/`` for the next try to resume)."""

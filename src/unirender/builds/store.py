@@ -695,18 +695,24 @@ class BuildStore:
         return self.get(build.digest)
 
     def pull(self, url: str, *, sha256: str | None = None, name: str | None = None, timeout: float = 60.0,
-             max_bytes: int = archive.DEFAULT_MAX_BYTES) -> StoredBuild:  # fmt: skip
-        """Download an archive (http, https or file URL), resuming a cut download with ``Range``, and add it."""
+             max_bytes: int = archive.DEFAULT_MAX_BYTES, token: str | None = None,
+             suffix: str | None = None) -> StoredBuild:  # fmt: skip
+        """Download an archive (http, https or file URL), resuming a cut download with ``Range``, and add it.
+
+        ``token``: sent as ``Authorization: Bearer`` (a protected service's ``GET /v1/builds/{digest}``).
+        ``suffix``: the archive's kind where the URL's path does not end with one (that route's export tar)."""
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme not in ("http", "https", "file"):
             raise BuildError(f"{url}: pull takes http, https or file URLs")
-        suffix = next((s for s in sorted(archive.ARCHIVE_SUFFIXES, key=len, reverse=True)
-                       if parsed.path.lower().endswith(s)), ".zip")  # fmt: skip
+        if suffix is None and manifest.is_digest(urllib.parse.unquote(Path(parsed.path).name)):
+            suffix = ".tar"  # a service's GET /v1/builds/{digest}: the store's export tar
+        suffix = suffix or next((s for s in sorted(archive.ARCHIVE_SUFFIXES, key=len, reverse=True)
+                                 if parsed.path.lower().endswith(s)), ".zip")  # fmt: skip
         filename = Path(parsed.path).name
         hint = re.sub(r"\.(zip|tar|tgz|tar\.gz|tar\.zstd?)$", "", filename, flags=re.I)
         upload = self.open_upload(hashlib.sha256(url.encode()).hexdigest()[:32], suffix, hint)
         try:
-            _download(url, upload, timeout, max_bytes)
+            _download(url, upload, timeout, max_bytes, token)
         except BaseException:
             upload.close()  # kept for the next pull of the same URL to resume
             raise
@@ -764,8 +770,10 @@ def _is_export(path: Path) -> bool:
         return False
 
 
-def _download(url: str, upload: Upload, timeout: float, max_bytes: int) -> None:
+def _download(url: str, upload: Upload, timeout: float, max_bytes: int, token: str | None = None) -> None:
     request = urllib.request.Request(url, headers={"User-Agent": "unirender-builds"})
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
     have = upload.size
     if have and not url.startswith("file:"):
         request.add_header("Range", f"bytes={have}-")

@@ -1,0 +1,287 @@
+"""Fetching a build a store lacks from somewhere that has it (a Ray node from the driver's store, or from a service).
+
+``fetch(store, digest, source)`` is the one way in (docs/builds.md, "Fetching into a node's store"):
+
+* **Once per store.** A per-digest file lock (``<store>/tmp/fetch-<hex>.lock``, ``flock``: across threads and
+  processes) makes concurrent fetches of one digest on one node fetch it once; the others wait for the lock and
+  find the build published.
+* **Content-addressed.** The manifest's digest is checked first; then only the blobs the store does not hold are
+  moved (a blob present, in either mode, is never moved again).
+* **Verified on arrival.** Each blob is hashed as it arrives and checked against the manifest's sha256; a corrupted
+  one is discarded and fetched again, up to ``attempts`` times.
+* **Resumable.** Verified blobs and the partial one are kept in ``<store>/tmp/fetch-<hex>/``: a fetch cut midway
+  (an error, a killed process) continues where it stopped on the next try.
+* **Published as ``builds add`` publishes.** The files are staged as the manifest lists them (the store's safety
+  rules applied to every path and link), interned as blobs, and published by the store's own ``_publish`` with the
+  digest expected: every entry is checked against the manifest before the one atomic ``rename``.
+* **One clear error.** Anything that makes a fetch impossible raises :class:`BuildFetchError` naming the digest,
+  the node and the source.
+
+A source serving blobs is anything with ``name`` (how errors name it), ``manifest(digest) -> bytes`` and
+``read(sha256, offset, length) -> bytes`` (and optionally ``hint(digest) -> str``, the name it was added under,
+which detection reads AI2-THOR commits from): :class:`StoreSource` serves a local store; the Ray backend serves
+the driver's store through an actor (``unirender.cluster.ray_builds``). A :class:`ServiceSource` (a service's
+``GET /v1/builds/{digest}``) moves the export tar instead, resumed with ``Range`` by :meth:`BuildStore.pull`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import socket
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from unirender.builds import archive, manifest
+from unirender.builds.errors import BuildError, BuildFetchError, BuildNotFoundError
+from unirender.builds.manifest import Entry
+from unirender.builds.store import BuildStore, StoredBuild, remove_tree
+
+CHUNK = 8 << 20  # per read from a source: large enough to amortise a Ray round trip, small in memory
+ATTEMPTS = 3  # tries per blob when what arrives does not hash to what the manifest says
+
+
+class BlobSource(Protocol):
+    name: str
+
+    def manifest(self, digest: str) -> bytes: ...
+
+    def read(self, sha256: str, offset: int, length: int) -> bytes: ...
+
+
+class StoreSource:
+    """A local store as a source (the Ray backend's driver-side actor wraps one; tests use it directly)."""
+
+    def __init__(self, store: BuildStore) -> None:
+        self.store = store
+        self.name = f"the build store {store.root} on {socket.gethostname()}"
+
+    def manifest(self, digest: str) -> bytes:
+        if not manifest.is_digest(digest):
+            raise BuildNotFoundError(f"{digest!r} is not a build digest")
+        try:
+            return (self.store.builds_dir / digest.removeprefix("sha256:") / "manifest.json").read_bytes()
+        except FileNotFoundError:
+            raise BuildNotFoundError(f"no build {digest} in {self.name}") from None
+
+    def hint(self, digest: str) -> str:
+        # detection reads AI2-THOR's commit and platform from the name the build came by (thor-Linux64-<commit>)
+        name = Path(self.store.get(digest, names=False).source).name
+        return next((name[: -len(s)] for s in archive.ARCHIVE_SUFFIXES if name.lower().endswith(s)), name)
+
+    def read(self, sha256: str, offset: int, length: int) -> bytes:
+        if len(sha256) != 64 or not all(c in "0123456789abcdef" for c in sha256):
+            raise BuildError(f"{sha256!r} is not a blob's sha256")
+        for executable in (True, False):
+            with contextlib.suppress(FileNotFoundError), open(self.store.blob_path(sha256, executable), "rb") as f:
+                f.seek(offset)
+                return f.read(length)
+        raise BuildNotFoundError(f"no blob {sha256} in {self.name}")
+
+
+@dataclass(frozen=True)
+class ServiceSource:
+    """A service's ``GET /v1/builds/{digest}`` (the store's export tar), with a bearer token."""
+
+    url: str
+    token: str | None = None
+
+    @property
+    def name(self) -> str:
+        return f"the service {self.url.rstrip('/')}"
+
+
+@dataclass
+class FetchStats:
+    """What one fetch moved (tests and logs read it)."""
+
+    fetched: bool = False  # False: the store held the build already (or a concurrent fetch published it)
+    bytes_moved: int = 0  # bytes read from the source (a retried blob counts twice)
+    blobs_moved: int = 0
+    blobs_present: int = 0  # blobs the store (or an earlier, cut fetch) held already
+    corrupt: int = 0  # blobs discarded because they did not hash to the manifest's sha256
+
+
+def node_name(node_id: str | None = None) -> str:
+    host = socket.gethostname()
+    return f"{host} (Ray node {node_id})" if node_id else host
+
+
+@contextlib.contextmanager
+def digest_lock(store: BuildStore, digest: str) -> Iterator[None]:
+    """The per-digest fetch lock of ``store``: one fetch of a digest at a time, across threads and processes
+    (``flock`` locks an open file description, so two threads opening the file exclude each other too)."""
+    tmp = store.root / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    with open(tmp / f"fetch-{digest.removeprefix('sha256:')}.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def fetch(store: BuildStore, digest: str, source: BlobSource | ServiceSource, *, node_id: str | None = None,
+          attempts: int = ATTEMPTS, chunk: int = CHUNK, stats: FetchStats | None = None) -> StoredBuild:  # fmt: skip
+    """The build ``digest`` in ``store``, fetched from ``source`` when the store lacks it (see the module doc).
+    ``node_id``: named in the error (a Ray node's id). ``stats``: filled in with what was moved."""
+    stats = stats if stats is not None else FetchStats()
+    if not manifest.is_digest(digest):
+        raise BuildFetchError(f"{digest!r} is not a build digest (sha256:<64 hex digits>); nothing was fetched")
+    with contextlib.suppress(BuildNotFoundError):
+        return store.get(digest)  # the common case: a launch only reads
+    try:
+        with digest_lock(store, digest):
+            with contextlib.suppress(BuildNotFoundError):
+                return store.get(digest)  # a concurrent fetch published it while this one waited
+            stats.fetched = True
+            if isinstance(source, ServiceSource):
+                return _pull(store, digest, source, attempts)
+            return _fetch_blobs(store, digest, source, attempts, chunk, stats)
+    except BuildFetchError as exc:
+        raise BuildFetchError(
+            f"could not fetch build {digest} into the store {store.root} on node {node_name(node_id)} from "
+            f"{source.name}: {exc}"
+        ) from exc.__cause__
+    except Exception as exc:  # the source's own failures (a dead actor, a refused connection, a full disk)
+        raise BuildFetchError(
+            f"could not fetch build {digest} into the store {store.root} on node {node_name(node_id)} from "
+            f"{source.name}: {type(exc).__name__}: {exc} (what was verified is kept under {store.root / 'tmp'}; "
+            "the next try resumes)"
+        ) from exc
+
+
+def _pull(store: BuildStore, digest: str, source: ServiceSource, attempts: int) -> StoredBuild:
+    from unirender.builds.errors import DigestMismatchError
+
+    url = f"{source.url.rstrip('/')}/v1/builds/{digest}"
+    for attempt in range(1, attempts + 1):
+        try:
+            # pull resumes a cut download from tmp/ with Range; the import checks the digest before publishing
+            return store.pull(url, sha256=digest, token=source.token, suffix=".tar")
+        except DigestMismatchError as exc:  # corrupted in transit: pull discarded it; fetch it again
+            if attempt == attempts:
+                raise BuildFetchError(f"what arrived was not the build, {attempts} times (last: {exc})") from exc
+    raise AssertionError("unreachable")
+
+
+def _fetch_blobs(store: BuildStore, digest: str, source: BlobSource, attempts: int, chunk: int,
+                 stats: FetchStats) -> StoredBuild:  # fmt: skip
+    hex_digest = digest.removeprefix("sha256:")
+    work = store.root / "tmp" / f"fetch-{hex_digest}"
+    (work / "blobs").mkdir(parents=True, exist_ok=True)
+    blob = source.manifest(digest)
+    if hashlib.sha256(blob).hexdigest() != hex_digest:
+        raise BuildFetchError(f"the manifest it sent is not build {digest}'s (its sha256 differs)")
+    entries = manifest.parse(blob)
+    _check_paths(entries)
+    hint = getattr(source, "hint", lambda d: "")(digest)
+
+    # Content-addressed: a blob the store holds (in either mode) or an earlier fetch verified is not moved again.
+    for sha, size in sorted({(e.sha256, e.size) for e in entries if e.type == "file"}):
+        arrived = work / "blobs" / sha
+        if arrived.exists() or _held(store, sha):
+            stats.blobs_present += 1
+            continue
+        _fetch_blob(source, sha, size, arrived, attempts, chunk, stats)
+
+    with store._lock(exclusive=False), store._staging() as staging:  # shared: gc must not collect what is linked
+        files = staging / "files"
+        for entry in entries:
+            target = files / entry.path
+            if entry.type == "dir":
+                target.mkdir()
+            elif entry.type == "symlink":
+                os.symlink(entry.target, target)
+            else:
+                executable = bool(entry.mode & 0o111)
+                if not store._link_existing(entry.sha256, executable, target):
+                    held = next((store.blob_path(entry.sha256, x) for x in (not executable, executable)
+                                 if store.blob_path(entry.sha256, x).exists()), None)  # fmt: skip
+                    if held is not None:  # the store has it in the other mode: a local copy, nothing moved
+                        with open(held, "rb") as src, open(target, "xb") as dst:
+                            while data := src.read(1 << 20):
+                                dst.write(data)
+                    else:
+                        # the verified arrival is kept until publishing (a build may list one blob twice)
+                        os.link(work / "blobs" / entry.sha256, target)
+                    os.chmod(target, 0o755 if executable else 0o644)
+                    store._intern(target, entry.sha256, executable)
+        # Checked as an add checks: the store's safety rules on the staged tree, its entries (type, canonical
+        # mode, size; each file's bytes were verified on arrival or are a blob named by its sha256) published
+        # with this digest expected, so a tree that differs from the manifest in anything publishes nothing.
+        listed = {e.path: e.sha256 for e in entries}
+        staged = [store._entry(rel, path, st, listed.get(rel, "") if stat.S_ISREG(st.st_mode) else "")
+                  for rel, path, st in store._walk(files)]  # fmt: skip
+        build = store._publish(staging, staged, hint, f"fetched from {_source_name(source)}", digest)
+    remove_tree(work)
+    return build
+
+
+def _source_name(source: object) -> str:
+    return str(getattr(source, "name", source))
+
+
+def _held(store: BuildStore, sha: str) -> bool:
+    return store.blob_path(sha, True).exists() or store.blob_path(sha, False).exists()
+
+
+def _check_paths(entries: list[Entry]) -> None:
+    """A manifest from elsewhere is untrusted: every path must be a plain relative one inside the build, under a
+    folder the manifest lists before it, every link's target inside the build (the store's archive rules)."""
+    folders = {""}
+    for entry in entries:
+        member = archive.safe_name(entry.path)
+        if member.as_posix() != entry.path or entry.path == ".":
+            raise BuildFetchError(f"the manifest lists {entry.path!r}, not a plain relative path")
+        parent = member.parent.as_posix()
+        if (parent if parent != "." else "") not in folders:
+            raise BuildFetchError(f"the manifest lists {entry.path!r} before (or without) its folder")
+        if entry.type == "dir":
+            folders.add(entry.path)
+        elif entry.type == "symlink":
+            archive.check_link(member, entry.target, "symlink")
+        elif entry.type == "file":
+            if len(entry.sha256) != 64 or entry.size < 0:
+                raise BuildFetchError(f"the manifest lists {entry.path!r} without a sha256 and size")
+        else:
+            raise BuildFetchError(f"the manifest lists {entry.path!r} of unknown type {entry.type!r}")
+        archive.check_mode(member, entry.mode)
+
+
+def _fetch_blob(source: BlobSource, sha: str, size: int, arrived: Path, attempts: int, chunk: int,
+                stats: FetchStats) -> None:  # fmt: skip
+    """One blob into ``arrived``, through ``arrived.part`` (kept on any error: the next fetch resumes after it)."""
+    part = arrived.with_name(arrived.name + ".part")
+    for attempt in range(1, attempts + 1):
+        digest = hashlib.sha256()
+        if part.exists():  # a cut fetch's bytes: hashed here, not moved again
+            with open(part, "rb") as f:
+                hashlib.file_digest(f, lambda: digest)
+        with open(part, "ab") as out:
+            offset = out.tell()
+            while offset < size:
+                data = source.read(sha, offset, min(chunk, size - offset))
+                if not data:
+                    raise BuildFetchError(f"blob {sha} ended at {offset:,} of its {size:,} bytes")
+                out.write(data)
+                out.flush()  # what arrived survives this process: the next fetch resumes after it
+                digest.update(data)
+                offset += len(data)
+                stats.bytes_moved += len(data)
+        if offset == size and digest.hexdigest() == sha:
+            os.replace(part, arrived)
+            stats.blobs_moved += 1
+            return
+        stats.corrupt += 1
+        part.unlink()  # corrupted at the source or on the way: discarded, fetched again
+        if attempt == attempts:
+            raise BuildFetchError(
+                f"blob {sha} ({size:,} bytes) arrived corrupted {attempts} times (last sha256 "
+                f"{digest.hexdigest()}); the source's copy may be damaged"
+            )
