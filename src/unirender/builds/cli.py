@@ -199,7 +199,9 @@ def cmd_import(args) -> int:
 @_guarded
 def cmd_pull(args) -> int:
     token = args.token or os.environ.get("UNIRENDER_TOKEN") or None
-    build = _store(args).pull(args.url, sha256=args.sha256, name=args.name, max_bytes=args.max_size, token=token)
+    build = _store(args).pull(
+        args.url, sha256=args.sha256, name=args.name, max_bytes=args.max_size, token=token
+    )
     print(build.digest)
     return 0
 

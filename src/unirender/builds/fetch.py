@@ -78,7 +78,10 @@ class StoreSource:
         if len(sha256) != 64 or not all(c in "0123456789abcdef" for c in sha256):
             raise BuildError(f"{sha256!r} is not a blob's sha256")
         for executable in (True, False):
-            with contextlib.suppress(FileNotFoundError), open(self.store.blob_path(sha256, executable), "rb") as f:
+            with (
+                contextlib.suppress(FileNotFoundError),
+                open(self.store.blob_path(sha256, executable), "rb") as f,
+            ):
                 f.seek(offset)
                 return f.read(length)
         raise BuildNotFoundError(f"no blob {sha256} in {self.name}")
@@ -132,7 +135,9 @@ def fetch(store: BuildStore, digest: str, source: BlobSource | ServiceSource, *,
     ``node_id``: named in the error (a Ray node's id). ``stats``: filled in with what was moved."""
     stats = stats if stats is not None else FetchStats()
     if not manifest.is_digest(digest):
-        raise BuildFetchError(f"{digest!r} is not a build digest (sha256:<64 hex digits>); nothing was fetched")
+        raise BuildFetchError(
+            f"{digest!r} is not a build digest (sha256:<64 hex digits>); nothing was fetched"
+        )
     with contextlib.suppress(BuildNotFoundError):
         return store.get(digest)  # the common case: a launch only reads
     try:
@@ -166,7 +171,9 @@ def _pull(store: BuildStore, digest: str, source: ServiceSource, attempts: int) 
             return store.pull(url, sha256=digest, token=source.token, suffix=".tar")
         except DigestMismatchError as exc:  # corrupted in transit: pull discarded it; fetch it again
             if attempt == attempts:
-                raise BuildFetchError(f"what arrived was not the build, {attempts} times (last: {exc})") from exc
+                raise BuildFetchError(
+                    f"what arrived was not the build, {attempts} times (last: {exc})"
+                ) from exc
     raise AssertionError("unreachable")
 
 
@@ -190,7 +197,10 @@ def _fetch_blobs(store: BuildStore, digest: str, source: BlobSource, attempts: i
             continue
         _fetch_blob(source, sha, size, arrived, attempts, chunk, stats)
 
-    with store._lock(exclusive=False), store._staging() as staging:  # shared: gc must not collect what is linked
+    with (
+        store._lock(exclusive=False),
+        store._staging() as staging,
+    ):  # shared: gc must not collect what is linked
         files = staging / "files"
         for entry in entries:
             target = files / entry.path
@@ -262,7 +272,8 @@ def _fetch_blob(source: BlobSource, sha: str, size: int, arrived: Path, attempts
         digest = hashlib.sha256()
         if part.exists():  # a cut fetch's bytes: hashed here, not moved again
             with open(part, "rb") as f:
-                hashlib.file_digest(f, lambda: digest)
+                while data := f.read(1 << 20):
+                    digest.update(data)
         with open(part, "ab") as out:
             offset = out.tell()
             while offset < size:
