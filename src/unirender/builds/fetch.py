@@ -296,3 +296,52 @@ def _fetch_blob(source: BlobSource, sha: str, size: int, arrived: Path, attempts
                 f"blob {sha} ({size:,} bytes) arrived corrupted {attempts} times (last sha256 "
                 f"{digest.hexdigest()}); the source's copy may be damaged"
             )
+
+
+def pin_build(kwargs: dict, store: BuildStore | None = None) -> tuple[dict, str | None]:
+    """Controller kwargs naming a stored build -> the same kwargs naming it by digest (``build="sha256:..."``), and
+    the digest; ``(kwargs, None)`` when they name none (``builtin``, a path outside any store, an AI2-THOR commit the
+    store lacks: launched as before). Done once where a session is placed, so that a tag moved afterwards cannot
+    change what runs, and so that a node can fetch exactly those bytes.
+
+    Named by ``build=`` (a reference), ``executable=`` (a reference, or a path inside this store's ``builds/``) or
+    AI2-THOR's ``commit_id=``; a full ``sha256:`` digest pins itself (this store need not hold it)."""
+    from unirender.builds.resolve import BUILTIN, _platform_name
+    from unirender.builds.store import is_reference
+
+    store = store or BuildStore()
+    build, executable, commit = kwargs.get("build"), kwargs.get("executable"), kwargs.get("commit_id")
+    platform = _platform_name(kwargs.get("platform"))
+    digest = None
+    if build is not None:
+        key, reference = "build", str(build)
+    elif executable is not None and str(executable) != BUILTIN and is_reference(str(executable)):
+        key, reference = "executable", str(executable)
+    elif commit is not None:
+        key, reference = "commit_id", f"ai2thor:{commit}"
+    elif executable is not None and str(executable) != BUILTIN:
+        key, reference = "executable", None
+        path = Path(os.fspath(executable)).resolve()
+        builds = store.builds_dir.resolve()
+        if not path.is_relative_to(builds) or len(path.relative_to(builds).parts) < 3:
+            return kwargs, None  # a path outside the store: every node must have it there, as before
+        digest = "sha256:" + path.relative_to(builds).parts[0]
+        store.get(digest)  # a path into a build folder being staged or removed: not a build
+    else:
+        return kwargs, None
+    if reference is not None:
+        if manifest.is_digest(reference):
+            digest = reference
+        else:
+            try:
+                digest = store.resolve(reference, platform=platform, names=False).digest
+            except BuildNotFoundError:
+                if key == "commit_id":
+                    return (
+                        kwargs,
+                        None,
+                    )  # AI2-THOR's own download cache may have it (resolve.controller_build)
+                raise
+    pinned = {k: v for k, v in kwargs.items() if k not in ("build", "executable", "commit_id")}
+    pinned["build"] = digest
+    return pinned, digest

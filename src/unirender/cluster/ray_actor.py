@@ -81,8 +81,11 @@ class PickledEvents:
 class SessionActor:
     """Plain class; :mod:`unirender.cluster.ray_backend` wraps it with ``ray.remote(...).options(...)``."""
 
-    def __init__(self, controller_kwargs: dict):
+    def __init__(self, controller_kwargs: dict, build_fetch: dict | None = None):
         self._kwargs = dict(controller_kwargs)
+        # The pinned build to fetch into this node's store before the player starts (ray_builds.ensure_build).
+        self._build_fetch = build_fetch
+        self.build_fetched: dict | None = None  # what the fetch moved (None: not asked yet)
         self._events = event_codec(family_of(self._kwargs))  # the family's, looked up once
         self._controller: Any = None
         self.incarnation = uuid.uuid4().hex
@@ -101,6 +104,7 @@ class SessionActor:
             "node_ip": ray.util.get_node_ip_address(),
             "actor_pid": os.getpid(),
             "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+            "build_fetched": self.build_fetched,
         }
         if self._controller is not None:
             info.update(placement_info(self._controller))
@@ -143,6 +147,14 @@ class SessionActor:
             raise IncarnationChanged(self.incarnation)
 
     def _ensure_started(self) -> Any:
+        if self._controller is None and self._build_fetch is not None and self.build_fetched is None:
+            # Before the player: the build in this node's store (a lock makes sessions starting at once on this
+            # node fetch once). A failed fetch raises BuildFetchError, which fails the session's creation.
+            from dataclasses import asdict
+
+            from unirender.cluster.ray_builds import ensure_build
+
+            self.build_fetched = asdict(ensure_build(self._build_fetch))
         if self._controller is None:
             # A GPU Ray gave this actor shows up as CUDA_VISIBLE_DEVICES, which the Controller reads (protocol.md 6.2).
             from unirender.cluster.simulators import launch

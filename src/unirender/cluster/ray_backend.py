@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import ray  # the optional extra: this module is imported only for the "ray" backend
 
+from unirender.builds.fetch import pin_build
 from unirender.cluster.base import (
     LOST,
     READY,
@@ -39,6 +40,7 @@ from unirender.cluster.base import (
     new_session_id,
 )
 from unirender.cluster.ray_actor import IncarnationChanged, SessionActor
+from unirender.cluster.ray_builds import SERVER_CONCURRENCY, StoreServer
 from unirender.cluster.simulators import RAY_RUNTIME_ENV, event_codec, flat_first_frame
 from unirender.errors import PlayerError, PlayerTimeoutError, RestartError
 from unirender.simulator import family_of
@@ -79,6 +81,7 @@ class RaySession(Session[EventT]):
         self._actor: Any = None
         self._incarnation: str | None = None
         self._placed: dict = {}
+        self._build_fetch: dict | None = None  # how its actor gets the pinned build (RayBackend._fetch_spec)
 
     @property
     def actor(self) -> Any:
@@ -94,7 +97,9 @@ class RaySession(Session[EventT]):
         with self._lock:
             try:
                 return self._call("reset", scene, initialize_params)
-            except ActorLostError:  # a new actor took over during the reset: a reset's new episode is what was asked
+            except (
+                ActorLostError
+            ):  # a new actor took over during the reset: a reset's new episode is what was asked
                 return self._call("reset", scene, initialize_params)
 
     # -- the lifecycle's hooks (Session.restart/stop) ----------------------------------------------------------
@@ -131,8 +136,17 @@ class RaySession(Session[EventT]):
             return self._get(self._actor.describe.remote(self._incarnation), self._backend.step_timeout)
 
     def _placement_info(self) -> dict:
-        keys = ("node", "node_ip", "actor_pid", "gpu_ids", "platform", "device", "software_device", "pid",
-                "server_type")
+        keys = (
+            "node",
+            "node_ip",
+            "actor_pid",
+            "gpu_ids",
+            "platform",
+            "device",
+            "software_device",
+            "pid",
+            "server_type",
+        )
         return {k: self._placed.get(k) for k in keys}
 
     # -- internals ---------------------------------------------------------------------------------------
@@ -147,7 +161,7 @@ class RaySession(Session[EventT]):
         deadline = time.monotonic() + backend.start_timeout
         while True:
             backend._wait_for_room(self, wait_timeout)
-            actor = backend._actor_class(self.resources, self._kwargs).remote(self._kwargs)
+            actor = backend._actor_class(self.resources, self._kwargs).remote(self._kwargs, self._build_fetch)
             try:
                 try:
                     # Placement includes starting a Ray worker process (seconds on a busy node): start_timeout.
@@ -272,7 +286,9 @@ class RaySession(Session[EventT]):
         tried when no node could take it."""
         backend = self._backend
         backend._node_lost(old_node, reason)
-        self._discard_player(self._detach_player())  # and Ray's pending restart of it, if any: this session places its own
+        self._discard_player(
+            self._detach_player()
+        )  # and Ray's pending restart of it, if any: this session places its own
         started = time.monotonic()
         try:
             self._place_and_start(wait_timeout=backend.replace_timeout)
@@ -309,7 +325,6 @@ class RaySession(Session[EventT]):
         self.last_event = self._events.unpack(packed) if packed is not None else None
 
 
-
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
@@ -325,6 +340,12 @@ class RayBackend(SessionBackend):
     placed. ``display_resource`` / ``cpu_resource``: names of the custom resources asked for ``Resources.display``
     and ``Resources.cpu`` (``cpu_resource=None``: CPU share not counted). ``replace_timeout``: seconds a session
     whose node was lost waits for another node to take it (``0``: no riding through, Ray's restart only).
+
+    Builds (docs/cluster.md, "How builds reach players"): a session naming a stored build (``build=``, an
+    ``executable`` reference or a path inside the driver's store, ``commit_id``) is pinned to its digest here, and its
+    actor fetches that digest into its node's store when missing: from the driver's store through Ray by default,
+    from the service at ``build_source`` (its ``GET /v1/builds/{digest}``, with ``token``) when given.
+    ``fetch_builds=False``: no pinning or fetching (every node holds every build at the same path, as before).
     """
 
     name = "ray"
@@ -343,11 +364,16 @@ class RayBackend(SessionBackend):
         cpu_resource: str | None = None,
         controller_defaults: dict | None = None,
         init_options: dict | None = None,
+        build_source: str | None = None,
+        token: str | None = None,
+        fetch_builds: bool = True,
     ):
         super().__init__()
         if replace_timeout < 0:
-            raise ValueError(f"replace_timeout must be >= 0 seconds (0: no riding through lost nodes), "
-                             f"got {replace_timeout!r}")
+            raise ValueError(
+                f"replace_timeout must be >= 0 seconds (0: no riding through lost nodes), "
+                f"got {replace_timeout!r}"
+            )
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         self._owns_ray = False
         if not ray.is_initialized():
@@ -378,6 +404,43 @@ class RayBackend(SessionBackend):
         self.cpu_resource = cpu_resource
         self.controller_defaults = dict(controller_defaults or {})
         self._remote_class = ray.remote(SessionActor)
+        self.build_source = build_source.rstrip("/") if build_source else None
+        self.token = token
+        self.fetch_builds = fetch_builds
+        self._store_server: Any = (
+            None  # the driver's store served to nodes (ray_builds.StoreServer), made lazily
+        )
+        self._store_server_lock = threading.Lock()
+
+    # -- builds (docs/cluster.md, "How builds reach players") ---------------------------------------------------
+    def _fetch_spec(self, digest: str) -> dict:
+        """What a session's actor needs to fetch ``digest`` into its node's store."""
+        spec: dict[str, Any] = {"digest": digest, "timeout": self.step_timeout}
+        if self.build_source:
+            spec.update(url=self.build_source, token=self.token)
+            return spec
+        with self._store_server_lock:
+            if self._store_server is None:
+                from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+                from unirender.builds import BuildStore
+
+                # On the driver's node (soft=False: never elsewhere, where the driver's store is not), no CPU held.
+                here = ray.get_runtime_context().get_node_id()
+                server = ray.remote(StoreServer).options(
+                    num_cpus=0, max_concurrency=SERVER_CONCURRENCY,
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=False),
+                ).remote(str(BuildStore().root))  # fmt: skip
+                self._store_server = (server, ray.get(server.name.remote(), timeout=self.start_timeout))
+        server, name = self._store_server
+        spec.update(server=server, server_name=f"{name} (the driver's, through Ray)")
+        return spec
+
+    def build_fetches(self) -> dict[str, dict[str, int]]:
+        """Per Ray node id, what the driver's store served it: ``manifests`` (one per fetch) and blob ``bytes``."""
+        if self._store_server is None:
+            return {}
+        return ray.get(self._store_server[0].served.remote(), timeout=self.step_timeout)
 
     def actor_options(self, resources: Resources) -> dict:
         """The Ray options a session with these ``resources`` is placed with."""
@@ -444,8 +507,12 @@ class RayBackend(SessionBackend):
                 return
             self._lost_nodes.add(node_id)
             self._faults["nodes_lost"] = self._faults.get("nodes_lost", 0) + 1
-        log.warning("Ray node %s was lost (%s); placing its sessions on other nodes for up to %g s", node_id,
-                    reason, self.replace_timeout)
+        log.warning(
+            "Ray node %s was lost (%s); placing its sessions on other nodes for up to %g s",
+            node_id,
+            reason,
+            self.replace_timeout,
+        )
 
     def count_fault(self, what: str) -> None:
         with self._faults_lock:
@@ -473,7 +540,12 @@ class RayBackend(SessionBackend):
     ) -> RaySession:
         self._check_open()
         kwargs = {**self.controller_defaults, **controller_kwargs}
+        digest = None
+        if self.fetch_builds:
+            kwargs, digest = pin_build(kwargs)  # on the driver, before placing: a moved tag cannot change it
         session = RaySession(self, session_id or new_session_id(), resources or Resources(), kwargs)
+        if digest is not None:
+            session._build_fetch = self._fetch_spec(digest)
         self._start_session(session)
         try:
             flat_first_frame(session)
@@ -491,6 +563,12 @@ class RayBackend(SessionBackend):
 
     def close(self) -> None:
         super().close()
+        if self._store_server is not None:
+            server, self._store_server = self._store_server[0], None
+            try:
+                ray.kill(server, no_restart=True)
+            except Exception:  # noqa: BLE001 - Ray already gone: so is the actor
+                pass
         if self._owns_ray:
             self._owns_ray = False
             ray.shutdown()
