@@ -97,9 +97,7 @@ class RaySession(Session[EventT]):
         with self._lock:
             try:
                 return self._call("reset", scene, initialize_params)
-            except (
-                ActorLostError
-            ):  # a new actor took over during the reset: a reset's new episode is what was asked
+            except ActorLostError:  # a new actor took over during the reset: a reset's new episode is what was asked
                 return self._call("reset", scene, initialize_params)
 
     # -- the lifecycle's hooks (Session.restart/stop) ----------------------------------------------------------
@@ -136,17 +134,8 @@ class RaySession(Session[EventT]):
             return self._get(self._actor.describe.remote(self._incarnation), self._backend.step_timeout)
 
     def _placement_info(self) -> dict:
-        keys = (
-            "node",
-            "node_ip",
-            "actor_pid",
-            "gpu_ids",
-            "platform",
-            "device",
-            "software_device",
-            "pid",
-            "server_type",
-        )
+        keys = ("node", "node_ip", "actor_pid", "gpu_ids", "platform", "device", "software_device", "pid",
+                "server_type")
         return {k: self._placed.get(k) for k in keys}
 
     # -- internals ---------------------------------------------------------------------------------------
@@ -286,9 +275,7 @@ class RaySession(Session[EventT]):
         tried when no node could take it."""
         backend = self._backend
         backend._node_lost(old_node, reason)
-        self._discard_player(
-            self._detach_player()
-        )  # and Ray's pending restart of it, if any: this session places its own
+        self._discard_player(self._detach_player())  # and Ray's pending restart of it, if any: this session places its own
         started = time.monotonic()
         try:
             self._place_and_start(wait_timeout=backend.replace_timeout)
@@ -323,6 +310,7 @@ class RaySession(Session[EventT]):
             return  # the RestartError being raised says enough; the next call will tell more
         self._placed = placed
         self.last_event = self._events.unpack(packed) if packed is not None else None
+
 
 
 def _first_line(exc: BaseException) -> str:
@@ -370,10 +358,8 @@ class RayBackend(SessionBackend):
     ):
         super().__init__()
         if replace_timeout < 0:
-            raise ValueError(
-                f"replace_timeout must be >= 0 seconds (0: no riding through lost nodes), "
-                f"got {replace_timeout!r}"
-            )
+            raise ValueError(f"replace_timeout must be >= 0 seconds (0: no riding through lost nodes), "
+                             f"got {replace_timeout!r}")
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         self._owns_ray = False
         if not ray.is_initialized():
@@ -407,9 +393,7 @@ class RayBackend(SessionBackend):
         self.build_source = build_source.rstrip("/") if build_source else None
         self.token = token
         self.fetch_builds = fetch_builds
-        self._store_server: Any = (
-            None  # the driver's store served to nodes (ray_builds.StoreServer), made lazily
-        )
+        self._store_server: Any = None  # (the driver's store served to nodes: ray_builds.StoreServer, its name)
         self._store_server_lock = threading.Lock()
 
     # -- builds (docs/cluster.md, "How builds reach players") ---------------------------------------------------
@@ -507,12 +491,8 @@ class RayBackend(SessionBackend):
                 return
             self._lost_nodes.add(node_id)
             self._faults["nodes_lost"] = self._faults.get("nodes_lost", 0) + 1
-        log.warning(
-            "Ray node %s was lost (%s); placing its sessions on other nodes for up to %g s",
-            node_id,
-            reason,
-            self.replace_timeout,
-        )
+        log.warning("Ray node %s was lost (%s); placing its sessions on other nodes for up to %g s", node_id,
+                    reason, self.replace_timeout)
 
     def count_fault(self, what: str) -> None:
         with self._faults_lock:
