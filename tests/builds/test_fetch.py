@@ -225,3 +225,24 @@ def test_an_unsafe_manifest_writes_nothing_outside(origin, tmp_path):
         fetch(node, digest, Evil())
     assert not (tmp_path / "node" / "escape").exists() and node.digests() == []
     assert not Path(tmp_path / "escape").exists()
+
+
+def test_pin_build_names_the_build_by_digest(origin, tmp_path):
+    from fixtures.unity_builds import COMMIT, executable_of
+    from unirender.builds.fetch import pin_build
+
+    store, build = origin
+    kwargs = {"build": "kitchen:v1", "width": 64}
+    assert pin_build(kwargs, store) == ({"build": build.digest, "width": 64}, build.digest)
+    assert pin_build({"executable": "kitchen:v1"}, store) == ({"build": build.digest}, build.digest)
+    assert pin_build({"executable": str(build.executable)}, store) == ({"build": build.digest}, build.digest)
+    store.tag(build.digest, f"ai2thor:{COMMIT}")
+    assert pin_build({"commit_id": COMMIT}, store) == ({"build": build.digest}, build.digest)
+    outside = make_build(tmp_path / "outside", family="mlagents")
+    for unpinned in ({"executable": "builtin"}, {"executable": str(executable_of(outside))}, {"width": 64},
+                     {"commit_id": "f" * 40}):  # fmt: skip
+        assert pin_build(unpinned, store) == (unpinned, None)
+    held_nowhere = "sha256:" + "12" * 32  # a full digest pins itself; the node's fetch says if no one has it
+    assert pin_build({"build": held_nowhere}, store) == ({"build": held_nowhere}, held_nowhere)
+    with pytest.raises(BuildError, match="nope:v1"):
+        pin_build({"build": "nope:v1"}, store)

@@ -1,0 +1,60 @@
+"""A node fetching a build from a protected service (issue 46, stage 1): ``pull`` with a bearer token (Python
+``token=``, CLI ``--token`` / ``UNIRENDER_TOKEN``) and ``unirender.builds.fetch`` with a ``ServiceSource``, against a
+real ``unirender serve`` whose ``GET /v1/builds/{digest}`` needs a token."""
+
+from __future__ import annotations
+
+import urllib.error
+
+import pytest
+
+from fixtures.unity_builds import make_build
+from unirender.builds import BuildFetchError, BuildStore
+from unirender.builds.fetch import FetchStats, ServiceSource, fetch
+from unirender.cli import main
+
+ALICE = "alice-fetch-token"
+
+
+@pytest.fixture(scope="module")
+def service(make_service, tmp_path_factory):
+    root = tmp_path_factory.mktemp("service-store")
+    store = BuildStore(root / "store")
+    build = store.add(make_build(root / "src", family="ai2thor", player="reference"))
+    service = make_service({"tokens": {"alice": ALICE}, "build_store": str(store.root),
+                            "allowed_builds": [build.digest]})  # fmt: skip
+    service.digest = build.digest
+    return service
+
+
+def test_pull_sends_the_token_and_takes_the_builds_route(service, tmp_path):
+    url = f"{service.url}/v1/builds/{service.digest}"
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        BuildStore(tmp_path / "bare").pull(url)
+    assert refused.value.code == 401
+    node = BuildStore(tmp_path / "node")
+    build = node.pull(url, token=ALICE, sha256=service.digest)
+    assert build.digest == service.digest and node.verify(build.digest) == []
+    assert not list((node.root / "tmp").glob("upload-*"))  # the downloaded tar is not kept once published
+
+
+def test_the_cli_pull_takes_the_token_from_the_environment(service, tmp_path, monkeypatch, capsys):
+    url = f"{service.url}/v1/builds/{service.digest}"
+    monkeypatch.setenv("UNIRENDER_TOKEN", ALICE)
+    assert main(["builds", "--store", str(tmp_path / "env"), "pull", url]) == 0
+    assert capsys.readouterr().out.strip() == service.digest
+    monkeypatch.delenv("UNIRENDER_TOKEN")
+    assert main(["builds", "--store", str(tmp_path / "flag"), "pull", url, "--token", ALICE]) == 0
+    assert BuildStore(tmp_path / "flag").digests() == [service.digest]
+
+
+def test_fetch_from_a_service_and_one_clear_error_without_the_right_token(service, tmp_path):
+    node = BuildStore(tmp_path / "node")
+    with pytest.raises(BuildFetchError) as caught:
+        fetch(node, service.digest, ServiceSource(service.url, "not-a-token"), node_id="node-9")
+    message = str(caught.value)
+    assert service.digest in message and "node-9" in message and service.url in message
+    assert node.digests() == []
+    stats = FetchStats()
+    assert fetch(node, service.digest, ServiceSource(service.url, ALICE), stats=stats).digest == service.digest
+    assert stats.fetched and node.verify(service.digest) == []
