@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Protocol
 
 from unirender.builds import archive, manifest
-from unirender.builds.errors import BuildError, BuildFetchError, BuildNotFoundError
+from unirender.builds.errors import BuildError, BuildFetchError, BuildNotFoundError, DigestMismatchError
 from unirender.builds.manifest import Entry
 from unirender.builds.store import BuildStore, StoredBuild, remove_tree
 
@@ -162,8 +162,6 @@ def fetch(store: BuildStore, digest: str, source: BlobSource | ServiceSource, *,
 
 
 def _pull(store: BuildStore, digest: str, source: ServiceSource, attempts: int) -> StoredBuild:
-    from unirender.builds.errors import DigestMismatchError
-
     url = f"{source.url.rstrip('/')}/v1/builds/{digest}"
     for attempt in range(1, attempts + 1):
         try:
@@ -197,10 +195,8 @@ def _fetch_blobs(store: BuildStore, digest: str, source: BlobSource, attempts: i
             continue
         _fetch_blob(source, sha, size, arrived, attempts, chunk, stats)
 
-    with (
-        store._lock(exclusive=False),
-        store._staging() as staging,
-    ):  # shared: gc must not collect what is linked
+    # The store's shared lock: gc must not collect a blob while it is being linked into the build.
+    with store._lock(exclusive=False), store._staging() as staging:  # fmt: skip
         files = staging / "files"
         for entry in entries:
             target = files / entry.path
