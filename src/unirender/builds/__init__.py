@@ -7,6 +7,7 @@ controllers, the spec and the jobs call to turn a reference or a path into (exec
 See docs/builds.md.
 """
 
+from unirender.builds.bounds import Lease, StoreFullError
 from unirender.builds.detect import BuildInfo, detect
 from unirender.builds.errors import (
     BuildChangedError,
@@ -25,7 +26,9 @@ __all__ = [
     "BuildNotFoundError",
     "BuildStore",
     "DigestMismatchError",
+    "Lease",
     "ResolvedBuild",
+    "StoreFullError",
     "StoredBuild",
     "UnsafeArchiveError",
     "Upload",
