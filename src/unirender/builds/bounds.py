@@ -40,6 +40,10 @@ class StoreFullError(BuildError):
     """A publish that would leave the store over its bound, with nothing evictable enough to make room."""
 
 
+class BuildInUseError(BuildError):
+    """``rm`` of a build a running player leases (``--force`` removes it anyway)."""
+
+
 def parse_size(value: str | int | None) -> int | None:
     """``"50G"``, ``"512MiB"``, ``"1000000"`` -> bytes; None, ``""``, ``"0"`` or ``"none"``: unbounded."""
     if value is None:

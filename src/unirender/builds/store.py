@@ -595,7 +595,7 @@ class BuildStore:
         """Remove a build and its names; a build a running player leases is refused unless ``force``."""
         build = self.resolve(reference)
         if not force and bounds.is_leased(self.root, build.digest):
-            raise BuildError(
+            raise bounds.BuildInUseError(
                 f"{reference} ({build.digest}) is in use by a running player (it holds a lease); stop the player, "
                 "or remove it anyway with --force (the running player keeps its open files)"
             )
