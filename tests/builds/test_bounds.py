@@ -21,7 +21,9 @@ from unirender.builds.resolve import controller_build
 from unirender.cli import main
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-ASSET = 64 << 10  # each build's own bytes: 4 assets of 64 KiB; the rest of its files it shares with the others
+ASSET = (
+    64 << 10
+)  # each build's own bytes: 4 assets of 64 KiB; the rest of its files it shares with the others
 
 HOLDER = """
 import sys
@@ -135,8 +137,12 @@ def test_an_unreachable_bound_fails_the_publish_and_changes_nothing(tmp_path, ho
     digests = add_builds(tmp_path, store, 3)
     holders(store.root, *digests[:2])
     usage, blobs = store.disk_usage(), blob_files(store.root)
-    bounded = BuildStore(store.root, max_bytes=usage - ASSET)  # evicting build 3 alone is not enough for a 4th
-    with pytest.raises(StoreFullError, match=r"bounded to .* 2 build\(s\) in use by running players were spared"):
+    bounded = BuildStore(
+        store.root, max_bytes=usage - ASSET
+    )  # evicting build 3 alone is not enough for a 4th
+    with pytest.raises(
+        StoreFullError, match=r"bounded to .* 2 build\(s\) in use by running players were spared"
+    ):
         bounded.add(build_folder(tmp_path, 4), name="game:v4")
     assert bounded.digests() == sorted(digests) and "game:v4" not in bounded.tags()
     assert bounded.disk_usage() == usage and blob_files(store.root) == blobs

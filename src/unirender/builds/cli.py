@@ -58,7 +58,9 @@ def register(sub) -> None:
     c.add_argument("--force", action="store_true", help="remove it even while a running player leases it")
     c.set_defaults(func=cmd_rm)
 
-    c = b.add_parser("gc", help="remove stored files no build uses (--max-bytes: evict unused builds, LRU first)")
+    c = b.add_parser(
+        "gc", help="remove stored files no build uses (--max-bytes: evict unused builds, LRU first)"
+    )
     c.add_argument("--max-bytes", type=_size, default=None, help="first evict least recently used builds no "
                    "running player leases until the store holds at most this (e.g. 50G)")  # fmt: skip
     c.set_defaults(func=cmd_gc)

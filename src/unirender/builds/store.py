@@ -178,12 +178,16 @@ _FROM_ENV = object()
 
 
 class BuildStore:
-    def __init__(self, root: str | os.PathLike | None = None, *, max_bytes: int | str | None = _FROM_ENV) -> None:
+    def __init__(
+        self, root: str | os.PathLike | None = None, *, max_bytes: int | str | None = _FROM_ENV
+    ) -> None:
         """``max_bytes``: the store's bound (its blobs' bytes; builds.bounds): a publish past it evicts least
         recently used builds no player leases. Default ``$UNIRENDER_BUILDS_MAX_BYTES``; None: unbounded. (Not
         ``add(max_bytes=)``, which limits what one archive may unpack to.)"""
         self.root = Path(root).expanduser() if root is not None else default_root()
-        self.max_bytes = bounds.default_max_bytes() if max_bytes is _FROM_ENV else bounds.parse_size(max_bytes)
+        self.max_bytes = (
+            bounds.default_max_bytes() if max_bytes is _FROM_ENV else bounds.parse_size(max_bytes)
+        )
         self._cache: DigestCache | None = None
         self._created = threading.local()  # the blobs the add in progress on this thread created
 
@@ -392,6 +396,9 @@ class BuildStore:
             spare = path.with_name(path.name + ".~link")
             try:
                 os.link(blob, spare)
+            except FileNotFoundError:
+                # An evictor freed that blob just now (builds.bounds): this file becomes the blob.
+                return self._intern(path, sha, executable)
             except OSError as exc:
                 if exc.errno == errno.EMLINK:
                     return  # the blob has all the links it may: this build keeps its own copy
@@ -588,7 +595,9 @@ class BuildStore:
     def lease(self, reference: str, platform: str | None = None) -> bounds.Lease:
         """Hold the build for a running player (a context manager; ``.release()``): no eviction, ``gc`` or
         ``rm`` removes it meanwhile, across processes; its use time is recorded (builds.bounds)."""
-        digest = reference if manifest.is_digest(reference) else self.resolve(reference, platform, False).digest
+        digest = (
+            reference if manifest.is_digest(reference) else self.resolve(reference, platform, False).digest
+        )
         return bounds.lease(self.root, digest)
 
     def remove(self, reference: str, *, force: bool = False) -> StoredBuild:
