@@ -25,6 +25,7 @@ import fcntl
 import os
 import re
 import secrets
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -320,8 +321,6 @@ def evict(
 
 def _remove_build(root: Path, digest: str) -> None:
     """Untag, then take the build away by one rename (a resolve sees it whole or not at all), then delete it."""
-    from unirender.builds.store import remove_tree
-
     tags = root / "tags"
     if tags.is_dir():
         for name_dir in tags.iterdir():
@@ -331,8 +330,15 @@ def _remove_build(root: Path, digest: str) -> None:
                         tag_file.unlink()
     gone = root / "builds" / f".evicted-{_hex(digest)[:16]}-{secrets.token_hex(4)}"
     os.rename(root / "builds" / _hex(digest), gone)
-    os.chmod(gone, 0o755)
-    remove_tree(gone)
+    _remove_tree(gone)
+
+
+def _remove_tree(root: Path) -> None:
+    """A published (read-only) tree, deleted (store.remove_tree's way; not imported: store imports this module)."""
+    for directory, _dirs, _files in os.walk(root):
+        with contextlib.suppress(OSError):
+            os.chmod(directory, 0o755)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def _free_blob(root: Path, blob: Path) -> bool:
