@@ -24,7 +24,8 @@ if not os.environ.get("XDG_RUNTIME_DIR"):
 import pytest  # noqa: E402
 
 # Under CI a skip for a missing dependency fails the run; every remaining skip is listed by reason at the end.
-pytest_plugins = ["fixtures.dependency_skips"]
+# A stuck test ends the run with every thread's stack (fixtures/hang_guard.py).
+pytest_plugins = ["fixtures.dependency_skips", "fixtures.hang_guard"]
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -16,7 +16,7 @@ DEV = Path(__file__).parent.parent / "dev"
 # What ./dev runs before it installs anything, and nothing else: no apt-get, no dpkg-query, no sudo.
 TOOLS = ("bash", "dirname", "id", "mkdir", "chmod", "grep", "cat", "sha256sum", "cut")
 # What the stand-in Python and the venv's size line use besides.
-MORE_TOOLS = ("cp", "du")
+MORE_TOOLS = ("cp", "du", "timeout", "mktemp", "rm", "sed", "env")
 
 # A Python that records how it was called: `-m venv DIR` makes DIR/bin/{python,unirender} (recording too);
 # `-c "import torch"` fails (no torch yet); `-m pip ...` succeeds.
@@ -50,7 +50,7 @@ def make_env(tmp_path: Path, *, system_installed: bool, **extra: str) -> dict[st
 
 def run_dev(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([shutil.which("bash"), str(DEV), *args], env=env, capture_output=True, text=True,
-                          timeout=60)
+                          timeout=60, stdin=subprocess.DEVNULL)
 
 
 def calls(tmp_path: Path) -> list[str]:
@@ -128,3 +128,45 @@ def test_dev_test_runs_two_workers_and_test_fast_leaves_out_slow_and_ray(tmp_pat
     assert calls(tmp_path) == ["python -m pytest -n 2 --dist loadfile --max-worker-restart=0 -x tests/jobs"]  # CI's own command
     assert run_dev(env | {"DEV_TEST_WORKERS": "0"}, "test-fast").returncode == 0
     assert calls(tmp_path) == ["python -m pytest -n 0 --dist loadfile --max-worker-restart=0 -m not slow and not ray"]
+
+
+# A pytest that never ends, as a test stuck where no per-test limit reaches: it says what it runs, as the hang
+# guard's plugin does, and sleeps (the whole run's limit must end it and name the test).
+STUCK_PYTHON = """#!/bin/bash
+echo "python $*" >> "$DEV_LOG"
+if [ "$1" = -m ] && [ "$2" = pytest ]; then
+    echo "tests/test_stuck.py::test_forever" > "$UNIRENDER_RUNNING_TESTS/$$"
+    exec "$SLEEP" 600
+fi
+exit 0
+"""
+
+
+def test_dev_test_bounds_the_whole_run_and_names_the_tests_running(tmp_path):
+    env = make_env(tmp_path, system_installed=True, DEV_TEST_LIMIT="1s", SLEEP=shutil.which("sleep"))
+    assert run_dev(env, "setup").returncode == 0
+    (tmp_path / "venv" / "bin" / "python").write_text(STUCK_PYTHON)
+    done = run_dev(env, "test")
+    assert done.returncode == 124, done.stderr
+    assert "the suite ran past DEV_TEST_LIMIT (1s)" in done.stderr, done.stderr
+    assert "[dev]   tests/test_stuck.py::test_forever" in done.stderr, done.stderr
+
+
+FAKE_APT = """#!/bin/bash
+echo "apt-get $*" >> "$DEV_LOG"
+"""
+
+
+def test_dev_bounds_apt_with_a_lock_timeout_retries_and_a_limit_on_update(tmp_path):
+    env = make_env(tmp_path, system_installed=True)
+    bin_dir = tmp_path / "bin"
+    (bin_dir / "dpkg-query").write_text("#!/bin/bash\nexit 1\n")  # nothing installed
+    (bin_dir / "apt-get").write_text(FAKE_APT)
+    (bin_dir / "apt-get").chmod(0o755)
+    done = run_dev(env, "setup")
+    assert done.returncode == 0, done.stderr
+    apt = [c for c in calls(tmp_path) if c.startswith("apt-get")]
+    assert len(apt) == 2 and " update" in apt[0] and " install -y" in apt[1], apt
+    for call in apt:
+        for bound in ("DPkg::Lock::Timeout=300", "Acquire::Retries=3", "Acquire::http::Timeout=30"):
+            assert f"-o {bound}" in call, call

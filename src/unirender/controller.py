@@ -145,6 +145,9 @@ class Controller(RestartWindow):
                                         local_executable_path=local_executable_path, platform=platform)  # fmt: skip
             executable = resolved.executable
             self.build_digest = resolved.stored.digest if resolved.stored is not None else None
+            # Held while this controller runs players of the build (released by stop()): the store evicts no
+            # leased build, and the lease records its use time (docs/builds.md, "A bounded store").
+            self._build_lease = resolved.lease()
         self.builtin = str(executable) == BUILTIN
         self.executable = BUILTIN if self.builtin else os.fspath(executable)
         if self.start_unity and not self.builtin and not os.access(self.executable, os.X_OK):
@@ -231,6 +234,9 @@ class Controller(RestartWindow):
         if self.resolution is not None:
             self.resolution.release()
             self.resolution = None
+        build_lease, self._build_lease = getattr(self, "_build_lease", None), None
+        if build_lease is not None:
+            build_lease.release()
 
     def describe(self) -> Description:
         """Where the player runs and what its events carry (the frames of the last event: its modalities and

@@ -64,9 +64,13 @@ def test_openapi_lists_every_client_route_and_validates(client):
     doc = client.get("/openapi.json").get_json()
     operations = schemathesis.openapi.from_dict(doc).get_all_operations()
     labels = {result.ok().label for result in operations}  # ok() raises on an operation it cannot load
-    assert "POST /v1/sessions/{session_id}/step" in labels and "POST /v1/steps" in labels and len(labels) == 22  # GET /v1/builds (issue 33), session video (issue 36)
+    assert "POST /v1/sessions/{session_id}/step" in labels and "POST /v1/steps" in labels and len(labels) == 26  # GET /v1/builds (issue 33), session video (issue 36), /v1/builds/{digest} (issue 46)
     assert {"/v1/sessions", "/v1/sessions/{session_id}/step", "/v1/render", "/v1/jobs"} <= set(doc["paths"])
     assert "/train" not in doc["paths"]  # the players' route is not part of the client API
+    builds = doc["paths"]["/v1/builds/{digest}"]
+    assert {m: op["x-scope"] for m, op in builds.items()} == {"head": "sessions", "get": "sessions",
+                                                              "put": "builds:write", "delete": "admin"}
+    assert "build_store_full" in builds["put"]["responses"]["413"]["description"]
     assert doc["security"] == [{"bearer": []}]
     page = client.get("/docs")
     assert page.status_code == 200 and b"/v1/sessions/{session_id}/step" in page.data

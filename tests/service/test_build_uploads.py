@@ -1,12 +1,14 @@
 """A service's build store over HTTP (issue 34): ``PUT``/``HEAD``/``GET``/``DELETE /v1/builds/{digest}`` on a real
 ``unirender serve``: scopes (an upload needs ``builds:write``, refused from the head; deleting needs ``admin``),
 the digest checked before anything is published, a cut upload publishing nothing, concurrent identical uploads
-leaving one copy, quotas, Range downloads, and an uploaded build launched by digest."""
+leaving one copy, quotas (per token, whole store: 413), an unsafe archive (422, nothing published), a bounded
+store evicting around a running player, Range downloads, and an uploaded build launched by digest."""
 
 from __future__ import annotations
 
 import socket
 import threading
+import zipfile
 
 import pytest
 import requests
@@ -162,3 +164,97 @@ def test_the_service_backend_brings_a_local_build_once(service, tmp_path, monkey
     with pytest.raises(Exception, match="builds:write"):
         bare.create_session({**kwargs, "executable": str(executable_of(other))})
     bare.close()
+
+
+# ------------------------------------------------------------------ quotas, unsafe archives, the store's bound
+@pytest.fixture(scope="module")
+def others(tmp_path_factory):
+    """Three more builds (distinct assets of 64 KiB each, the rest shared) and their export tars."""
+    root = tmp_path_factory.mktemp("others")
+    store = BuildStore(root / "store", max_bytes=None)
+    made = []
+    for variant in (1, 2, 3):
+        stored = store.add(make_build(root / f"src{variant}", family="ai2thor", player="reference",
+                                      variant=variant, changed=4, asset_size=64 << 10))  # fmt: skip
+        store.export(stored.digest, root / f"{variant}.tar")
+        made.append((stored.digest, (root / f"{variant}.tar").read_bytes()))
+    return made
+
+
+def put(service, digest, body, content_type="application/x-tar"):
+    return call(service, "PUT", f"/v1/builds/{digest}", UP, data=body, headers={"Content-Type": content_type})
+
+
+def leftovers(store) -> list[str]:
+    """What a refused upload must not leave: staging folders, uploads in tmp/."""
+    return [p.name for p in [*(store / "builds").glob(".*"), *(store / "tmp").glob("upload-*")]]
+
+
+def test_the_per_token_quota_is_413_build_quota_exceeded(make_service, others, tmp_path):
+    (first, tar1), (second, tar2), _ = others
+    quota = make_service({"tokens": {"up": {"token": UP, "scopes": ["builds:write"]},
+                                     "ops": {"token": OPS, "scopes": ["admin", "builds:write"]}},
+                          "build_store": str(tmp_path / "store"),
+                          "limits": {"build_bytes_per_token": len(tar1)}})  # fmt: skip
+    quota.store = tmp_path / "store"
+    assert put(quota, first, tar1).status_code == 201
+    resp = put(quota, second, tar2)  # this token's uploads would pass its quota
+    assert resp.status_code == 413 and resp.json()["error"]["code"] == "build_quota_exceeded", resp.text
+    assert published(quota) == [first] and leftovers(quota.store) == []
+    again = put(quota, first, tar1)  # a build already here counts nothing more
+    assert again.status_code == 200 and again.json()["created"] is False
+    other = call(quota, "PUT", f"/v1/builds/{second}", OPS, data=tar2, headers={"Content-Type": "application/x-tar"})
+    assert other.status_code == 201, other.text  # the quota is per token
+    assert sorted(published(quota)) == sorted([first, second])
+
+
+def test_the_whole_store_quota_is_413_build_store_full(make_service, others, tmp_path):
+    (first, tar1), (second, tar2), _ = others
+    full = make_service({"tokens": {"up": {"token": UP, "scopes": ["builds:write"]}},
+                         "build_store": str(tmp_path / "store"), "limits": {"build_store_bytes": len(tar1)}})  # fmt: skip
+    full.store = tmp_path / "store"
+    assert put(full, first, tar1).status_code == 201
+    resp = put(full, second, tar2)
+    assert resp.status_code == 413 and resp.json()["error"]["code"] == "build_store_full", resp.text
+    assert published(full) == [first] and leftovers(full.store) == []
+
+
+def test_an_unsafe_archive_is_422_and_publishes_nothing(service, tmp_path):
+    bundle = tmp_path / "evil.zip"
+    with zipfile.ZipFile(bundle, "w") as archive:
+        archive.writestr("Game.x86_64", b"#!/bin/sh\n")
+        archive.writestr("../outside.txt", b"escaped")  # a member that leaves the build
+    before = published(service)
+    resp = put(service, "sha256:" + "1" * 64, bundle.read_bytes(), "application/zip")
+    assert resp.status_code == 422 and resp.json()["error"]["code"] == "unsafe_archive", resp.text
+    assert "outside.txt" in resp.json()["error"]["message"]
+    assert published(service) == before and leftovers(service.store) == []
+    assert not (service.store / "outside.txt").exists() and not (service.store / "builds" / "outside.txt").exists()
+
+
+def test_a_bounded_store_evicts_the_least_recently_used_upload_never_a_running_one(make_service, others, tmp_path):
+    (first, tar1), (second, tar2), (third, tar3) = others
+    one = BuildStore(tmp_path / "probe", max_bytes=None)
+    (tmp_path / "t1.tar").write_bytes(tar1)
+    (tmp_path / "t2.tar").write_bytes(tar2)
+    one.import_(tmp_path / "t1.tar")
+    one.import_(tmp_path / "t2.tar")
+    bound = one.disk_usage()  # room for two of these builds, not three
+    one.close()
+    bounded = make_service({"tokens": {"up": {"token": UP, "scopes": ["sessions", "builds:write"]}},
+                            "build_store": str(tmp_path / "store"), "build_store_max_bytes": bound})  # fmt: skip
+    bounded.store = tmp_path / "store"
+    assert put(bounded, first, tar1).status_code == 201
+    assert put(bounded, second, tar2).status_code == 201
+    with Client(bounded.url, UP) as client:
+        with client.session({"build": first, "width": 32, "height": 24, "platform": "CloudRendering"},
+                            scene="FloorPlan1") as session:  # fmt: skip
+            # The first build runs a player (leased; its launch also made it the most recently used).
+            assert put(bounded, third, tar3).status_code == 201
+            assert sorted(published(bounded)) == sorted([first, third])  # the second, unused, was evicted
+            session.step("RotateRight")
+            with BuildStore(bounded.store, max_bytes=None).lease(third):  # a player of the third elsewhere
+                resp = put(bounded, second, tar2)  # both builds in use: nothing to evict
+                assert resp.status_code == 413 and resp.json()["error"]["code"] == "build_store_full", resp.text
+                assert "in use by running players" in resp.json()["error"]["message"]
+            assert sorted(published(bounded)) == sorted([first, third]) and leftovers(bounded.store) == []

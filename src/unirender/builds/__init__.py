@@ -7,6 +7,7 @@ controllers, the spec and the jobs call to turn a reference or a path into (exec
 See docs/builds.md.
 """
 
+from unirender.builds.bounds import BuildInUseError, Lease, StoreFullError
 from unirender.builds.detect import BuildInfo, detect
 from unirender.builds.errors import (
     BuildChangedError,
@@ -23,11 +24,14 @@ __all__ = [
     "BuildChangedError",
     "BuildError",
     "BuildFetchError",
+    "BuildInUseError",
     "BuildInfo",
     "BuildNotFoundError",
     "BuildStore",
     "DigestMismatchError",
+    "Lease",
     "ResolvedBuild",
+    "StoreFullError",
     "StoredBuild",
     "UnsafeArchiveError",
     "Upload",

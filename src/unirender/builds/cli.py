@@ -44,8 +44,6 @@ def register(sub) -> None:
     # The subcommands that take only positional words (and --name): (name, help, positional words, --name?).
     for name, text, words, named in (
         ("verify", "re-hash a stored build; name every file that changed", ["reference"], False),
-        ("rm", "remove a build and its names (its bytes go with the next gc)", ["reference"], False),
-        ("gc", "remove stored files no build uses", [], False),
         ("tag", "name a build: tag REFERENCE NAME[:TAG]", ["reference", "name"], False),
         ("import", "import a tar made by `builds export` (its digest is kept and checked)", ["source"], True),
     ):
@@ -55,6 +53,18 @@ def register(sub) -> None:
         if named:
             c.add_argument("--name")
         c.set_defaults(func=globals()[f"cmd_{name}"])
+
+    c = b.add_parser("rm", help="remove a build and its names (its bytes go with the next gc)")
+    c.add_argument("reference")
+    c.add_argument("--force", action="store_true", help="remove it even while a running player leases it")
+    c.set_defaults(func=cmd_rm)
+
+    c = b.add_parser(
+        "gc", help="remove stored files no build uses (--max-bytes: evict unused builds, LRU first)"
+    )
+    c.add_argument("--max-bytes", type=_size, default=None, help="first evict least recently used builds no "
+                   "running player leases until the store holds at most this (e.g. 50G)")  # fmt: skip
+    c.set_defaults(func=cmd_gc)
 
     c = b.add_parser("export", help="a build as one tar, for another machine's `builds import`")
     c.add_argument("reference")
@@ -162,14 +172,14 @@ def cmd_verify(args) -> int:
 
 @_guarded
 def cmd_rm(args) -> int:
-    build = _store(args).remove(args.reference)
+    build = _store(args).remove(args.reference, force=args.force)
     print(f"removed {build.digest} (run `unirender builds gc` to free its bytes)")
     return 0
 
 
 @_guarded
 def cmd_gc(args) -> int:
-    files, freed = _store(args).gc()
+    files, freed = _store(args).gc(max_bytes=args.max_bytes)
     print(f"freed {freed:,} bytes in {files:,} files")
     return 0
 

@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from unirender.builds import archive, manifest
+from unirender.builds import archive, bounds, manifest
 from unirender.builds.cache import DigestCache, sha256_file
 from unirender.builds.detect import AI2THOR_NAME, BuildInfo, detect
 from unirender.builds.errors import BuildError, BuildNotFoundError, DigestMismatchError, UnsafeArchiveError
@@ -174,9 +174,20 @@ class Upload:
             self.path.unlink()
 
 
+_FROM_ENV = object()
+
+
 class BuildStore:
-    def __init__(self, root: str | os.PathLike | None = None) -> None:
+    def __init__(
+        self, root: str | os.PathLike | None = None, *, max_bytes: int | str | None = _FROM_ENV
+    ) -> None:
+        """``max_bytes``: the store's bound (its blobs' bytes; builds.bounds): a publish past it evicts least
+        recently used builds no player leases. Default ``$UNIRENDER_BUILDS_MAX_BYTES``; None: unbounded. (Not
+        ``add(max_bytes=)``, which limits what one archive may unpack to.)"""
         self.root = Path(root).expanduser() if root is not None else default_root()
+        self.max_bytes = (
+            bounds.default_max_bytes() if max_bytes is _FROM_ENV else bounds.parse_size(max_bytes)
+        )
         self._cache: DigestCache | None = None
         self._created = threading.local()  # the blobs the add in progress on this thread created
 
@@ -385,6 +396,9 @@ class BuildStore:
             spare = path.with_name(path.name + ".~link")
             try:
                 os.link(blob, spare)
+            except FileNotFoundError:
+                # An evictor freed that blob just now (builds.bounds): this file becomes the blob.
+                return self._intern(path, sha, executable)
             except OSError as exc:
                 if exc.errno == errno.EMLINK:
                     return  # the blob has all the links it may: this build keeps its own copy
@@ -413,6 +427,8 @@ class BuildStore:
                 f.flush()
                 os.fsync(f.fileno())
             os.chmod(staging / name, 0o444)
+        if self.max_bytes is not None:  # its blobs are in already: make room, or fail with nothing published
+            bounds.evict(self.root, self.max_bytes, reason=f"with {digest} staged")
         _seal(staging)
         os.chmod(staging, 0o755)  # the folder itself stays renamable until it is in place
         try:
@@ -576,20 +592,38 @@ class BuildStore:
             changed.append("manifest.json (content)")
         return changed
 
-    def remove(self, reference: str) -> StoredBuild:
+    def lease(self, reference: str, platform: str | None = None) -> bounds.Lease:
+        """Hold the build for a running player (a context manager; ``.release()``): no eviction, ``gc`` or
+        ``rm`` removes it meanwhile, across processes; its use time is recorded (builds.bounds)."""
+        digest = (
+            reference if manifest.is_digest(reference) else self.resolve(reference, platform, False).digest
+        )
+        return bounds.lease(self.root, digest)
+
+    def remove(self, reference: str, *, force: bool = False) -> StoredBuild:
+        """Remove a build and its names; a build a running player leases is refused unless ``force``."""
         build = self.resolve(reference)
+        if not force and bounds.is_leased(self.root, build.digest):
+            raise bounds.BuildInUseError(
+                f"{reference} ({build.digest}) is in use by a running player (it holds a lease); stop the player, "
+                "or remove it anyway with --force (the running player keeps its open files)"
+            )
         with self._lock(exclusive=True):
             for name in self.names_of(build.digest):
                 self.untag(name)
             remove_tree(build.path)
         return build
 
-    def gc(self) -> tuple[int, int]:
-        """Remove blobs no build links and abandoned staging folders; (files, bytes) freed."""
+    def gc(self, max_bytes: int | None = None) -> tuple[int, int]:
+        """Remove blobs no build links and abandoned staging folders; (files, bytes) freed. ``max_bytes``: first
+        evict least recently used builds no player leases until the store fits (builds.bounds.evict)."""
         freed_files = freed_bytes = 0
         with self._lock(exclusive=True):
-            for stale in self.builds_dir.glob(".staging-*"):
+            if max_bytes is not None:
+                freed_bytes += bounds.evict(self.root, max_bytes, reason="(gc --max-bytes)").freed_bytes
+            for stale in [*self.builds_dir.glob(".staging-*"), *self.builds_dir.glob(".evicted-*")]:
                 remove_tree(stale)
+            bounds.collect_leftovers(self.root)
             for shard in (self.root / "blobs" / "sha256").iterdir():
                 for blob in shard.iterdir():
                     st = blob.lstat()

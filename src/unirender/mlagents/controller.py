@@ -88,6 +88,7 @@ class MLAgentsController(RestartWindow):
         if executable is not None or build is not None:  # a reference (build=, or in executable) -> its executable
             resolved = controller_build(BUILTIN if executable is None else executable, build=build, platform=platform)
             executable, self.build_digest = resolved.executable, resolved.stored and resolved.stored.digest
+            self._build_lease = resolved.lease()  # held until close(): no eviction while the player runs
         self.editor = executable is None
         self.builtin = str(executable) == BUILTIN
         self.executable = None if self.editor else (BUILTIN if self.builtin else os.fspath(executable))
@@ -218,6 +219,9 @@ class MLAgentsController(RestartWindow):
         if self.resolution is not None:
             self.resolution.release()
             self.resolution = None
+        build_lease, self._build_lease = getattr(self, "_build_lease", None), None
+        if build_lease is not None:
+            build_lease.release()
 
     def __enter__(self) -> MLAgentsController:
         return self

@@ -167,6 +167,8 @@ class ServiceApp:
             # The service's store is the one its players launch from (Controller and MLAgentsController resolve
             # a pinned environment.build through the default store) and its jobs pin their datasets to.
             os.environ["UNIRENDER_BUILDS"] = str(config.build_store)
+        if config.build_store_max_bytes is not None:  # its players' and jobs' stores are bounded alike
+            os.environ["UNIRENDER_BUILDS_MAX_BYTES"] = str(config.build_store_max_bytes)
         self._draining = False
         self._in_flight = 0
         self._in_flight_cv = threading.Condition()

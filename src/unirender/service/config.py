@@ -80,6 +80,10 @@ class ServiceConfig(BaseModel):
                                         "may be launched like one in allowed_builds")
     build_store: Path | None = Field(None, description="the build store's folder (default: $UNIRENDER_BUILDS, "
                                      "else $XDG_CACHE_HOME/unirender/builds); read-only is enough")
+    build_store_max_bytes: int | None = Field(None, ge=1, description="the build store's bound: a publish past "
+                                              "it evicts least recently used builds no running player leases "
+                                              "(default: $UNIRENDER_BUILDS_MAX_BYTES, else unbounded); "
+                                              "docs/builds.md, 'A bounded store'")
     idle_timeout_s: float = Field(600.0, gt=0, description="sessions idle this long are stopped")
     reap_interval_s: float = Field(5.0, gt=0)
     # Durable records (docs/service.md, "Restarts"): finished jobs and lost sessions stay listed this long.

@@ -173,6 +173,58 @@ METADATA_AS_SENT = {
 }
 
 
+DIGEST = {"name": "digest", "in": "path", "required": True,
+          "schema": {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"},
+          "description": "the build's digest (docs/builds.md, 'The digest')"}
+TAR = {"application/x-tar": {"schema": {"type": "string", "format": "binary"}}}
+
+
+def _errors(*pairs: tuple[int, str]) -> dict:
+    """Error responses by status, each naming the ``error.code`` values it carries."""
+    out: dict[str, dict] = {}
+    for status, codes in pairs:
+        out[str(status)] = _json("Error", f"error.code: {codes}")
+    return out
+
+
+# /v1/builds/{digest} (service.endpoints.builds; docs/builds.md, "A service's store over HTTP"). The scope each
+# needs is in its summary and in x-scope (docs/service.md, "Tokens and scopes").
+BUILD_ROUTES = {
+    "head": {**_op("whether the store holds a build this token may launch (scope: sessions); headers "
+                   "X-Build-Size and X-Build-Family", {"200": {"description": "held"},
+                                                       "404": {"description": "not held, or not launchable"}},
+                   params=[{"$ref": "#/components/parameters/Digest"}]), "x-scope": "sessions"},
+    "get": {**_op("the build as the store's export tar (unirender builds import takes it); Range answered (206) so "
+                  "a node or a mirror resumes a cut download (scope: sessions)",
+                  {"200": {"description": "the export tar", "content": TAR},
+                   "206": {"description": "the requested range of the export tar", "content": TAR},
+                   "416": {"description": "a Range past the end of the tar"},
+                   **_errors((400, "invalid_digest"), (404, "build_not_found"))},
+                  params=[{"$ref": "#/components/parameters/Digest"},
+                          {"name": "Range", "in": "header", "required": False, "schema": {"type": "string"}}]),
+            "x-scope": "sessions"},
+    "put": {**_op("upload a build (scope: builds:write): its export tar or an archive, with a Content-Length; "
+                  "checked against the digest before anything is published",
+                  {"201": _json({"type": "object", "properties": {"digest": {"type": "string"},
+                                                                   "size": {"type": "integer"},
+                                                                   "created": {"type": "boolean"}}}, "published"),
+                   "200": _json({"type": "object"}, "already held (created: false)"),
+                   **_errors((400, "invalid_digest, upload_incomplete"), (403, "insufficient_scope"),
+                             (411, "length_required"),
+                             (413, "body_too_large (limits.build_bytes), build_quota_exceeded, build_store_full"),
+                             (415, "unsupported_media_type"),
+                             (422, "digest_mismatch, unsafe_archive, invalid_build"))},
+                  body={"required": True, "content": {**TAR, **{t: {"schema": {"type": "string", "format": "binary"}}
+                                                                for t in ("application/zip", "application/gzip",
+                                                                          "application/zstd")}}},
+                  params=[{"$ref": "#/components/parameters/Digest"}]), "x-scope": "builds:write"},
+    "delete": {**_op("remove the build from the store (scope: admin)",
+                     {"204": {"description": "removed"}, **_errors((403, "insufficient_scope"),
+                                                                   (404, "build_not_found"))},
+                     params=[{"$ref": "#/components/parameters/Digest"}]), "x-scope": "admin"},
+}
+
+
 def _int_query(name: str) -> dict:
     return {"name": name, "in": "query", "required": False, "schema": {"type": "integer", "minimum": 1}}
 
@@ -193,6 +245,7 @@ def openapi_document(config=None, *, auth_enabled: bool | None = None) -> dict:
                                      params=[_int_query("width"), _int_query("height")])},
         "/v1/builds": {"get": _op("the stored builds this service lets a client launch (environment.build): name, "
                                   "names, digest, family, target, unity_version, size", {"200": _json(obj)})},
+        "/v1/builds/{digest}": BUILD_ROUTES,
         "/v1/sessions": {
             "get": _op("your sessions", {"200": _json(obj)}),
             "post": _op("start a player for an environment spec (environment.protocol: mlagents -> an ML-Agents "
@@ -266,6 +319,7 @@ def openapi_document(config=None, *, auth_enabled: bool | None = None) -> dict:
         "components": {
             "schemas": _schemas(),
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "parameters": {"Digest": DIGEST},
         },
         "security": [{"bearer": []}] if auth_enabled else [],
     }

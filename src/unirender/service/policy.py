@@ -182,7 +182,9 @@ class ActionPolicy:
         from unirender.builds import BuildStore
 
         if self._build_store is None:
-            self._build_store = BuildStore(self.config.build_store)
+            bound = getattr(self.config, "build_store_max_bytes", None)
+            self._build_store = (BuildStore(self.config.build_store) if bound is None
+                                 else BuildStore(self.config.build_store, max_bytes=bound))  # fmt: skip
         return self._build_store
 
     def _check_executable(self, executable: str) -> None:

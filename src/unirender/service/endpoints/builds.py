@@ -79,7 +79,7 @@ def _uploaded_bytes(store, owner: str) -> int:
 
 
 def put_build(app, request, owner, digest):
-    from unirender.builds import BuildError, DigestMismatchError, UnsafeArchiveError
+    from unirender.builds import BuildError, DigestMismatchError, StoreFullError, UnsafeArchiveError
 
     digest = _digest(digest)
     limits = app.config.limits
@@ -125,6 +125,8 @@ def put_build(app, request, owner, digest):
         raise ApiError(422, "digest_mismatch", f"the uploaded bytes are not build {digest}: {exc}") from None
     except UnsafeArchiveError as exc:
         raise ApiError(422, "unsafe_archive", str(exc)) from None
+    except StoreFullError as exc:  # the store's bound (build_store_max_bytes), with nothing evictable enough
+        raise ApiError(413, "build_store_full", str(exc)) from None
     except BuildError as exc:
         raise ApiError(422, "invalid_build", str(exc)) from None
     store.tag(build.digest, f"{UPLOADED}:{_owner_tag(owner)}-{digest[7:19]}")
@@ -132,11 +134,13 @@ def put_build(app, request, owner, digest):
 
 
 def delete_build(app, request, owner, digest):
-    from unirender.builds import BuildError
+    from unirender.builds import BuildError, BuildInUseError
 
     try:
         store = app.policy.build_store
         store.remove(_digest(digest))
+    except BuildInUseError as exc:
+        raise ApiError(409, "build_in_use", str(exc)) from None
     except BuildError:
         raise ApiError(404, "build_not_found", f"no build {digest}") from None
     return Response(status=204)
