@@ -25,7 +25,8 @@ import pytest  # noqa: E402
 
 # Under CI a skip for a missing dependency fails the run; every remaining skip is listed by reason at the end.
 # A stuck test ends the run with every thread's stack (fixtures/hang_guard.py).
-pytest_plugins = ["fixtures.dependency_skips", "fixtures.hang_guard"]
+# What ./dev test-fast leaves out is marked in one place (fixtures/suite_marks.py).
+pytest_plugins = ["fixtures.dependency_skips", "fixtures.hang_guard", "fixtures.suite_marks"]
 
 
 @pytest.fixture(scope="session", autouse=True)
