@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.unity_builds import asset_bytes, make_build
-from unirender.builds import BuildError, BuildFetchError, BuildStore
+from unirender.builds import BuildError, BuildFetchError, BuildStore, manifest
 from unirender.builds.fetch import FetchStats, StoreSource, fetch
 
 ASSET = 200_000  # bytes per asset: several chunks each at the tests' chunk size
@@ -246,3 +246,29 @@ def test_pin_build_names_the_build_by_digest(origin, tmp_path):
     assert pin_build({"build": held_nowhere}, store) == ({"build": held_nowhere}, held_nowhere)
     with pytest.raises(BuildError, match="nope:v1"):
         pin_build({"build": "nope:v1"}, store)
+
+
+class Batching(Counting):
+    """A source that reads several small blobs a call (as the driver's store does through Ray)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.batches = 0
+
+    def read_many(self, reads):
+        with self._lock:
+            self.batches += 1
+        return [self.read(sha, offset, length) for sha, offset, length in reads]
+
+
+def test_small_blobs_travel_several_to_a_read_and_a_damaged_one_is_fetched_again(origin, tmp_path):
+    store, build = origin
+    node = BuildStore(tmp_path / "node")
+    source = Batching(StoreSource(store), corrupt=1)
+    stats = FetchStats()
+    fetch(node, build.digest, source, chunk=CHUNK, stats=stats)
+    blobs = {(e.sha256, e.size) for e in manifest.parse((build.path / "manifest.json").read_bytes())
+             if e.type == "file"}  # fmt: skip
+    assert 0 < source.batches < len(blobs)  # several blobs a read
+    assert stats.corrupt == stats.blobs_moved > 0  # every blob's first copy was damaged, and fetched again
+    assert node.verify(build.digest) == []

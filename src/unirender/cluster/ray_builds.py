@@ -52,6 +52,11 @@ class StoreServer:
         self._count(node, "bytes", len(data))
         return data
 
+    def read_many(self, reads: list[tuple[str, int, int]], node: str | None = None) -> list[bytes]:
+        datas = self._source.read_many(reads)
+        self._count(node, "bytes", sum(map(len, datas)))
+        return datas
+
     def served(self) -> dict[str, dict[str, int]]:
         """Per node id: manifests asked (one per fetch) and blob bytes sent."""
         with self._lock:
@@ -83,6 +88,9 @@ class RayStoreSource:
 
     def read(self, sha256: str, offset: int, length: int) -> bytes:
         return self._get(self.server.read.remote(sha256, offset, length, self.node_id))
+
+    def read_many(self, reads: list[tuple[str, int, int]]) -> list[bytes]:
+        return self._get(self.server.read_many.remote(reads, self.node_id))
 
 
 def ensure_build(spec: dict) -> FetchStats:
