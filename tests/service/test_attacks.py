@@ -263,16 +263,21 @@ def test_connections_per_address_cap(make_service, tmp_path):
     capped = make_service({"tokens": {"alice": ALICE}, "connections_per_address": 5})
     held = [connect(capped) for _ in range(5)]
     try:
-        time.sleep(0.3)  # the loop has accepted all five
+        for sock in held:  # an answer on each: the loop has accepted all five (each is a channel of its own)
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert read_response(sock)[0] == 200
         extra = connect(capped)
         extra.settimeout(3)
         extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         assert closed_by_peer(extra)
         extra.close()
+        for sock in held:  # our FIN; the service's close in return says it has dropped that channel
+            sock.shutdown(socket.SHUT_WR)
+            sock.settimeout(10)
+            assert closed_by_peer(sock)
     finally:
         for sock in held:
             sock.close()
-    time.sleep(0.3)
     assert requests.get(capped.url + "/healthz", timeout=5).status_code == 200
 
 
