@@ -32,3 +32,26 @@ def alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def unread_action_bytes(pid: int) -> int:
+    """Bytes waiting in the FIFO player ``pid`` reads its actions from (its ``client.pipe``,
+    unirender.transport.fifo) that it has not read yet: with the player frozen (SIGSTOP), more than 0 means the
+    service has sent it an action, i.e. a step is in flight. Read with FIONREAD on a reader of our own, which
+    takes nothing from the pipe."""
+    import fcntl
+    import struct
+    import termios
+
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if target.endswith("/client.pipe"):
+            reader = os.open(target, os.O_RDONLY | os.O_NONBLOCK)
+            try:
+                return struct.unpack("i", fcntl.ioctl(reader, termios.FIONREAD, b"\0" * 4))[0]
+            finally:
+                os.close(reader)
+    raise AssertionError(f"process {pid} has no client.pipe open: not a FIFO player")
