@@ -55,3 +55,22 @@ def unread_action_bytes(pid: int) -> int:
             finally:
                 os.close(reader)
     raise AssertionError(f"process {pid} has no client.pipe open: not a FIFO player")
+
+
+def unread_request_bytes(port: int) -> int:
+    """Bytes clients have sent to the server listening on ``port`` (this host) that it has not read yet, over all
+    its connections (/proc/net/tcp and tcp6: each established socket's receive queue). With the server frozen
+    (SIGSTOP), more than 0 means a request is in flight to it."""
+    total = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            local, state, queues = fields[1], fields[3], fields[4]
+            if state == "01" and int(local.rsplit(":", 1)[1], 16) == port:  # 01: ESTABLISHED
+                total += int(queues.split(":")[1], 16)
+    return total
