@@ -57,11 +57,10 @@ def unread_action_bytes(pid: int) -> int:
     raise AssertionError(f"process {pid} has no client.pipe open: not a FIFO player")
 
 
-def unread_request_bytes(port: int) -> int:
-    """Bytes clients have sent to the server listening on ``port`` (this host) that it has not read yet, over all
-    its connections (/proc/net/tcp and tcp6: each established socket's receive queue). With the server frozen
-    (SIGSTOP), more than 0 means a request is in flight to it."""
-    total = 0
+def tcp_connections() -> list[tuple[int, int, str, int, int]]:
+    """This host's TCP sockets (/proc/net/tcp and tcp6) as ``(local port, remote port, state, tx queue, rx queue)``;
+    state as the kernel writes it in hex (``01`` established, ``08`` close-wait, ``0A`` listening)."""
+    found = []
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(table) as f:
@@ -70,7 +69,14 @@ def unread_request_bytes(port: int) -> int:
             continue
         for row in rows:
             fields = row.split()
-            local, state, queues = fields[1], fields[3], fields[4]
-            if state == "01" and int(local.rsplit(":", 1)[1], 16) == port:  # 01: ESTABLISHED
-                total += int(queues.split(":")[1], 16)
-    return total
+            tx, rx = (int(q, 16) for q in fields[4].split(":"))
+            found.append((int(fields[1].rsplit(":", 1)[1], 16), int(fields[2].rsplit(":", 1)[1], 16), fields[3],
+                          tx, rx))
+    return found
+
+
+def unread_request_bytes(port: int) -> int:
+    """Bytes clients have sent to the server listening on ``port`` (this host) that it has not read yet, over all
+    its connections (each established socket's receive queue). With the server frozen (SIGSTOP), more than 0
+    means a request is in flight to it."""
+    return sum(rx for local, _remote, state, _tx, rx in tcp_connections() if local == port and state == "01")
