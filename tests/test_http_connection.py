@@ -3,8 +3,12 @@ waitress (what the service runs) and scripted sockets for what waitress never se
 
 from __future__ import annotations
 
+import fcntl
 import os
+import select
 import socket
+import struct
+import termios
 import threading
 import time
 
@@ -48,6 +52,23 @@ class Scripted:
         self.sock.close()
         self.thread.join(5)
         assert not self.thread.is_alive()
+
+
+def wait_closed_by_peer(sock: socket.socket, timeout: float = 10.0) -> None:
+    """Until the peer's close (FIN) has arrived on ``sock``: readable, and a peek reads end of stream."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    assert poller.poll(timeout * 1000), f"the peer did not close within {timeout} s"
+    assert sock.recv(1, socket.MSG_PEEK) == b"", "the peer sent bytes instead of closing"
+
+
+def wait_all_acked(sock: socket.socket, timeout: float = 10.0) -> None:
+    """Until everything written to ``sock`` has been acknowledged by the peer's kernel (Linux's SIOCOUTQ is 0):
+    a close now cannot discard it."""
+    deadline = time.monotonic() + timeout
+    while struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]:
+        assert time.monotonic() < deadline, f"the peer did not acknowledge within {timeout} s"
+        time.sleep(0.001)
 
 
 def read_request(conn: socket.socket) -> bytes:
@@ -130,7 +151,7 @@ def test_a_connection_the_server_closed_while_idle_is_replaced(scripted):
     conn = HttpConnection("127.0.0.1", server.port, timeout=5)
     try:
         assert conn.request("GET", "/", {})[1] == b"1"
-        time.sleep(0.2)  # the server's close arrives
+        wait_closed_by_peer(conn._sock)  # the server's close has arrived: the connection sits closed, idle
         assert conn.request("GET", "/", {})[1] == b"2"  # a new connection, not an error
     finally:
         conn.close()
@@ -229,7 +250,7 @@ def test_an_answer_sent_before_the_body_was_read_is_returned(scripted):
             data += conn.recv(4096)
         conn.sendall(b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 8\r\nConnection: close\r\n\r\ntoo big!")
         conn.shutdown(socket.SHUT_WR)
-        time.sleep(0.2)  # then close with the body unread (a reset)
+        wait_all_acked(conn)  # the answer is at the client's end; then close with the body unread (a reset)
 
     server = scripted(handler)
     conn = HttpConnection("127.0.0.1", server.port, timeout=10)

@@ -309,7 +309,7 @@ def test_dataset_reads_metadata_a_chunk_at_a_time(uninterrupted):
         dataset.record(FRAMES)
 
 
-def test_a_second_ctrl_c_stops_at_once(tmp_path):
+def test_a_second_ctrl_c_stops_at_once(tmp_path, monkeypatch):
     """The first SIGINT asks the workers to stop after their frame and stop their players; one that arrives
     while they are still at it (here a real player that is slow to stop) ends the wait at once."""
     import threading
@@ -319,26 +319,43 @@ def test_a_second_ctrl_c_stops_at_once(tmp_path):
 
     out = tmp_path / "twice"
     slow = threading.Event()
+    committed = threading.Event()  # the job's first chunk is committed: it is well under way
+    stopping = threading.Event()  # a worker has begun stopping its (slow) player
+    second = threading.Event()  # the second SIGINT has reached render()'s thread
+
+    append = CommitLog.append
+
+    def committing(self, *args, **kwargs):
+        done = append(self, *args, **kwargs)
+        committed.set()
+        return done
+
+    monkeypatch.setattr(CommitLog, "append", committing)
 
     class SlowToStop(Controller):
         def stop(self, *args, **kwargs):
             if slow.is_set():
-                time.sleep(1.5)  # a Unity build can take seconds to quit
+                stopping.set()
+                # A Unity build can take seconds to quit; this one, until the second Ctrl-C has arrived (at most
+                # 30 s: a render() that waited for it then returns, not interrupted at once, and the test fails).
+                second.wait(30)
             return super().stop(*args, **kwargs)
 
     def interrupt_twice():
-        deadline = time.monotonic() + 60
-        while committed_frames(out) < CHUNK and time.monotonic() < deadline:
-            time.sleep(0.01)
+        committed.wait(60)
         slow.set()
         os.kill(os.getpid(), signal.SIGINT)  # delivered to the main thread, waiting on the workers
-        time.sleep(0.3)
+        stopping.wait(60)  # a worker is stopping its player: the second one arrives while it is at it
         os.kill(os.getpid(), signal.SIGINT)
 
     inside = threading.Event()
+    interrupts = [0]
 
     def on_sigint(signum, frame):  # Python's own behaviour, but only while render() runs: none reaches pytest
         if inside.is_set():
+            interrupts[0] += 1
+            if interrupts[0] == 2:
+                second.set()
             raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGINT, on_sigint)

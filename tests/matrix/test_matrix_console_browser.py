@@ -64,7 +64,7 @@ def test_keys_and_controls_drive_an_mlagents_game(mlagents_case, tmp_path, brows
     # A key typed into a form field is the field's, not a step.
     before = _steps(url, sid)
     browser.find_element(By.CSS_SELECTOR, 'select[data-branch="0"]').send_keys("1")
-    time.sleep(0.5)
+    time.sleep(0.5)  # an absence is tested (no step): a window for one to show; the Step button's below counts too
     assert _steps(url, sid) == before
 
     browser.find_element(By.CSS_SELECTOR, "form.behavior button.step").click()

@@ -218,7 +218,13 @@ def test_executable_none_waits_for_a_player_started_elsewhere(tmp_path):
     players = []
 
     def start_player():
-        time.sleep(0.5)  # like pressing Play after the trainer listens
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # like pressing Play once the trainer listens (an event: it accepts)
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.02)
         env = {**os.environ, "UNIRENDER_MLAGENTS_AGENTS": "1"}
         players.append(ManagedProcess([sys.executable, "-m", "unirender.player", "--mlagents-port", str(port)],
                                       env=env, log_path=tmp_path / "player.log"))  # fmt: skip

@@ -15,7 +15,7 @@ import pytest
 import requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from service_processes import descendants
+from service_processes import descendants, tcp_connections
 
 from unirender.client import Client, ServiceError
 from unirender.controller import Controller
@@ -111,6 +111,29 @@ def closed_by_peer(sock: socket.socket) -> bool:
         return True
     except TimeoutError:
         return False
+
+
+def in_transit(service, socks: list[socket.socket]) -> int:
+    """Bytes sent on ``socks`` that the service has not read yet: in our send queues or its receive queues."""
+    port, ours = address(service)[1], {sock.getsockname()[1] for sock in socks}
+    return sum(tx if (local in ours and remote == port) else rx
+               for local, remote, _state, tx, rx in tcp_connections()
+               if (local in ours and remote == port) or (local == port and remote in ours))
+
+
+def server_ends(service, ports: set[int]) -> int:
+    """The service's ends of our connections from ``ports`` it has not closed (established or close-wait)."""
+    port = address(service)[1]
+    return sum(1 for local, remote, state, _tx, _rx in tcp_connections()
+               if local == port and remote in ports and state in ("01", "08"))
+
+
+def wait_tcp(done, what: str, timeout: float = 30.0) -> None:
+    """Until ``done()`` (a state of the kernel's TCP sockets, read from /proc/net/tcp)."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
 
 
 def same_frames(remote, local_event) -> None:
@@ -263,16 +286,21 @@ def test_connections_per_address_cap(make_service, tmp_path):
     capped = make_service({"tokens": {"alice": ALICE}, "connections_per_address": 5})
     held = [connect(capped) for _ in range(5)]
     try:
-        time.sleep(0.3)  # the loop has accepted all five
+        for sock in held:  # an answer on each: the loop has accepted all five (each is a channel of its own)
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert read_response(sock)[0] == 200
         extra = connect(capped)
         extra.settimeout(3)
         extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         assert closed_by_peer(extra)
         extra.close()
+        for sock in held:  # our FIN; the service's close in return says it has dropped that channel
+            sock.shutdown(socket.SHUT_WR)
+            sock.settimeout(10)
+            assert closed_by_peer(sock)
     finally:
         for sock in held:
             sock.close()
-    time.sleep(0.3)
     assert requests.get(capped.url + "/healthz", timeout=5).status_code == 200
 
 
@@ -291,7 +319,7 @@ def test_header_only_huge_content_length_reserves_nothing(service):
         for _ in range(4):  # some body too: a buffer grows as bytes come
             for sock in socks:
                 sock.sendall(b"\0" * 256 * 1024)
-        time.sleep(0.5)
+        wait_tcp(lambda: not in_transit(service, socks), "the service to read what was sent")
         during = rss_mb(service)
         for path in ("/v1/sessions", "/v1/render"):
             sock = connect(service)
@@ -307,9 +335,10 @@ def test_header_only_huge_content_length_reserves_nothing(service):
         assert status == 413 and headers["content-type"] == "application/json"
         assert json.loads(body)["error"]["code"] == "body_too_large"
     finally:
+        ports = {sock.getsockname()[1] for sock in socks}
         for sock in socks:
             sock.close()
-    time.sleep(0.5)
+    wait_tcp(lambda: not server_ends(service, ports), "the service to close its ends of the 12 connections")
     after = rss_mb(service)
     print(f"\nheader-only 12 x 60 MB (+1 MB each sent): RSS {before:.0f} -> {during:.0f} MB, "
           f"after close {after:.0f} MB")

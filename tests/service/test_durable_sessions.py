@@ -25,7 +25,7 @@ def test_a_sigkilled_service_lists_its_sessions_as_lost_and_runs_the_queued_job(
     # the only player slot is the session's: the job waits in the queue (it used to be refused with 503)
     job = service.call("POST", "/v1/jobs", ALICE, json=JOB)
     assert job.status_code == 202 and job.json()["state"] == "queued", job.text
-    time.sleep(1.0)
+    time.sleep(1.0)  # an absence is tested (it does not start while the slot is taken): a window, not a race
     assert service.call("GET", f"/v1/jobs/{job.json()['id']}", ALICE).json()["state"] == "queued"
     assert session["pid"] in players_of(tmp_path / "data")  # the orphan check below sees players
     service.sigkill()

@@ -13,6 +13,9 @@ import time
 
 import yaml
 from durable_helpers import Service, assert_no_players_left, dataset_bytes
+from service_processes import unread_request_bytes
+
+from fixtures.held_job import release, start_held
 
 FRAMES = 150
 SPEC = {
@@ -41,26 +44,29 @@ def test_render_with_the_service_backend_survives_a_redeploy(tmp_path):
     remote = tmp_path / "remote"
     (tmp_path / "remote.yaml").write_text(yaml.safe_dump({**SPEC, "output": {**SPEC["output"],
                                                                              "directory": str(remote)}}))
-    log = open(tmp_path / "render.log", "wb")  # noqa: SIM115 - closed below
-    job = subprocess.Popen([*cli, "render", str(tmp_path / "remote.yaml"), "--backend", "service", "--url",
-                            first.url], stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
-    second = None
+    ready = tmp_path / "held"
+    # The job holds between its 3rd and 4th frames (no step in flight) until released (when to stop the service,
+    # not what the test relies on): it cannot finish first, whatever the load, and its next step is sent to the
+    # frozen service.
+    job = second = None
     try:
-        deadline = time.monotonic() + 120
-        while len(list(remote.glob("frames/*/*/*.png"))) < 3:  # when to stop it, not what the test relies on
-            assert job.poll() is None and time.monotonic() < deadline, (tmp_path / "render.log").read_text()
-            time.sleep(0.05)
+        job = start_held("pause", 3, ready, ["render", str(tmp_path / "remote.yaml"), "--backend", "service",
+                                             "--url", first.url], log=tmp_path / "render.log")
         os.kill(first.process.pid, signal.SIGSTOP)  # the job's next step waits on a frozen service...
         assert not (remote / "manifest.json").exists()
+        release(ready)
+        deadline = time.monotonic() + 120
+        while not unread_request_bytes(int(port)):  # the job's step has reached the frozen service
+            assert job.poll() is None and time.monotonic() < deadline, (tmp_path / "render.log").read_text()
+            time.sleep(0.01)
         os.kill(first.process.pid, signal.SIGKILL)  # ...and is cut when it dies
         assert first.wait_exit(60) == -9
         second = Service(tmp_path, {"port": int(port)})
         assert job.wait(300) == 0, (tmp_path / "render.log").read_text()[-3000:]
     finally:
-        if job.poll() is None:
+        if job is not None and job.poll() is None:
             job.kill()
             job.wait()
-        log.close()
         for service in (first, second):
             if service is not None:
                 service.stop()

@@ -12,6 +12,7 @@ import time
 import numpy as np
 import pytest
 import requests
+from service_processes import unread_action_bytes
 
 from unirender.client import Client, RemoteSession, ServiceError
 from unirender.controller import Controller
@@ -324,9 +325,13 @@ def test_killed_player_fails_only_its_own_session(bob, fifo_session):
             except BaseException as exc:  # noqa: BLE001 - asserted below
                 in_flight.append(exc)
 
+        assert unread_action_bytes(pid) == 0
         stepping = threading.Thread(target=step_in_flight)
         stepping.start()
-        time.sleep(0.5)
+        deadline = time.monotonic() + 60
+        while not unread_action_bytes(pid):  # the step's action has reached the frozen player's pipe
+            assert stepping.is_alive() and time.monotonic() < deadline, in_flight
+            time.sleep(0.01)
         assert stepping.is_alive()  # the request is waiting on the frozen player
         os.kill(pid, signal.SIGKILL)
         stepping.join(60)
