@@ -5,10 +5,10 @@
 #   sudo scripts/measure-setup.sh setup        ./dev setup (PyPI's torch pin: a CUDA build on Linux x86_64)
 #   sudo scripts/measure-setup.sh setup-cpu    ./dev setup with TORCH_REQUIREMENT=<PyTorch's CPU index>
 # Prints the whole time, apt's share (time, "Need to get", "After this operation"), pip's share (time, the sum of
-# pip's "Downloading ... (N MB)" lines, the pip cache's size, the venv's size) and the rest (the demo). The log is
+# pip's "Downloading ... (N MB)" lines, the venv's size) and the rest (the demo). The log is kept in $MEASURE_OUT
+# (default /tmp/measure-setup). Each run is bounded by MEASURE_LIMIT (default 1200 s).
 # MEASURE_TORCH_WHEEL=/path/torch-...+cpu-....whl: setup-cpu installs that wheel (mounted read-only) instead of
-# reaching download.pytorch.org; the rest still comes from PyPI. The log is
-# kept in $MEASURE_OUT (default /tmp/measure-setup). Each run is bounded by MEASURE_LIMIT (default 1200 s).
+# reaching download.pytorch.org; the rest still comes from PyPI.
 # MEASURE_BASE: a debootstrapped root to copy (made once, kept, when missing); every run gets a fresh copy, removed
 # at the end. A CA bundle the host needs to reach PyPI (a proxy's: $PIP_CERT) is mounted read-only for pip only.
 set -euo pipefail
