@@ -43,7 +43,7 @@ def job(out: str, count: int, size: int, frames_per_shard: int) -> dict:
 def sessions_on_build(address: str, build: str, nodes: int) -> dict:
     """One session per node (each node has one player_slot) on ``build``: what each node's actor fetched."""
     store = BuildStore()
-    stored = store.get(build)
+    stored = store.resolve(build)
     entries = manifest.parse((stored.path / "manifest.json").read_bytes())
     blob_bytes = sum(size for _sha, size in {(e.sha256, e.size) for e in entries if e.type == "file"})
     kwargs = {"build": build, "width": 64, "height": 48, "platform": "CloudRendering"}
