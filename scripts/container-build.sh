@@ -100,13 +100,15 @@ ur_image_hash() {
 ur_ensure_tools() {
     [ "$(id -u)" -eq 0 ] || { ur_log "needs root (debootstrap, rootful podman): sudo $0"; return 1; }
     local missing=() p
-    for p in podman runc debootstrap curl; do command -v "$p" >/dev/null || missing+=("$p"); done
+    # iptables: netavark (podman's network backend) sets up a network's NAT with it and fails without it
+    # ("netavark: No such file or directory"); podman only recommends it.
+    for p in podman runc debootstrap curl iptables; do command -v "$p" >/dev/null || missing+=("$p"); done
     [ ${#missing[@]} -eq 0 ] && return 0
     command -v apt-get >/dev/null || { ur_log "missing ${missing[*]} and no apt-get: install them"; return 1; }
     ur_log "installing ${missing[*]}"
     DEBIAN_FRONTEND=noninteractive apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends podman runc debootstrap curl \
-        netavark aardvark-dns >/dev/null
+        iptables netavark aardvark-dns >/dev/null
 }
 
 # Builds what is missing; sets UR_BASE, UR_IMAGE (the service) and UR_RAY_IMAGE (the Ray node).

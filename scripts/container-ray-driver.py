@@ -5,6 +5,10 @@ two players land one per container (as in tests/jobs/test_ray_jobs.py). scripts/
 containers' process trees, kills the worker container mid-job and reads the JSON line this prints at the end.
 
     python container-ray-driver.py ADDRESS OUT_DIR [--count N] [--size PX] [--frames-per-shard K]
+
+With ``--build NAME`` it opens one session per node on that build of the driver's store (the head container's,
+``UNIRENDER_BUILDS``) instead, steps each once and prints what the nodes fetched (docs/cluster.md, "How builds
+reach players"): a node whose store lacks the build fetches it from this driver's store through Ray first.
 """
 
 from __future__ import annotations
@@ -13,6 +17,9 @@ import argparse
 import json
 import sys
 
+import ray
+
+from unirender.builds import BuildStore, manifest
 from unirender.cluster import create_backend
 from unirender.jobs import render
 from unirender.jobs.dataset import load_dataset
@@ -33,6 +40,36 @@ def job(out: str, count: int, size: int, frames_per_shard: int) -> dict:
     }
 
 
+def sessions_on_build(address: str, build: str, nodes: int) -> dict:
+    """One session per node (each node has one player_slot) on ``build``: what each node's actor fetched."""
+    store = BuildStore()
+    stored = store.resolve(build)
+    entries = manifest.parse((stored.path / "manifest.json").read_bytes())
+    blob_bytes = sum(size for _sha, size in {(e.sha256, e.size) for e in entries if e.type == "file"})
+    kwargs = {"build": build, "width": 64, "height": 48, "platform": "CloudRendering"}
+    # start_timeout covers the fetch too (docs/cluster.md): small here, but a cold node's first player is slow.
+    with create_backend("ray", address=address, cpu_resource=SLOT, wait_timeout=60, start_timeout=240,
+                        step_timeout=60) as backend:
+        sessions = []
+        try:
+            for _ in range(nodes):  # one at a time: each takes a node's only slot, the next goes to another
+                sessions.append(backend.create_session(dict(kwargs)))
+            placed = []
+            for session in sessions:
+                event = session.step("RotateRight")
+                info = session.info()
+                placed.append({"node_ip": info["node_ip"], "node": info["node"], "pinned": session._kwargs["build"],
+                               "frame": list(event.frame.shape), "frame_nonzero": bool(event.frame.any()),
+                               "build_fetched": session._placed.get("build_fetched")})
+        finally:
+            for session in sessions:
+                session.stop()
+        served = backend.build_fetches()
+        ips = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}  # while the backend's Ray is up
+    return {"digest": stored.digest, "blob_bytes": blob_bytes, "sessions": placed,
+            "served": {ips.get(node, node): counts for node, counts in served.items()}}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("address")
@@ -40,7 +77,12 @@ def main() -> int:
     parser.add_argument("--count", type=int, default=400)
     parser.add_argument("--size", type=int, default=160)
     parser.add_argument("--frames-per-shard", type=int, default=10)
+    parser.add_argument("--build", help="open one session per node on this build instead of running the job")
+    parser.add_argument("--nodes", type=int, default=2)
     args = parser.parse_args()
+    if args.build:
+        print(json.dumps(sessions_on_build(args.address, args.build, args.nodes)), flush=True)
+        return 0
     # step_timeout: a killed container's address goes silent (no RST), so a call in flight ends by this bound.
     # start_timeout: the lost player's actor is restarted where a slot frees up, i.e. on the head once the
     # head's player has finished its own share of the work.

@@ -5,7 +5,11 @@
 #      `unirender doctor` inside, no root process, a clean stop;
 #   2. two containers as the two nodes of one Ray cluster (head .10, worker .11 on this test's own podman
 #      network): a job with backend ray has a player in each, the worker is killed mid-job, the job finishes on
-#      the head having redone at most one chunk.
+#      the head having redone at most one chunk;
+#   3. builds reach the nodes (docs/cluster.md): a fake Unity build (tests/fixtures/unity_builds.py) only in the
+#      head's store, sessions on it place a player in the worker container, which fetches the build from the
+#      head's store first; the worker is restarted with its store's volume kept, and the next sessions fetch
+#      nothing.
 # Traffic stays between this test's containers and 127.0.0.1. Everything it creates carries the label
 # unirender.container-test=<run id> and is removed at the end, also on failure or Ctrl-C.
 # Environment: PYTHON (a Python with unirender's client, default .venv/bin/python), UR_SUBNET_PREFIX (10.89.7).
@@ -20,6 +24,11 @@ RUN_ID=unirender-ct-$$
 LABEL=(--label "unirender.container-test=$RUN_ID")
 NET=$RUN_ID-net
 VOLUME=$RUN_ID-data
+# The Ray nodes' build stores, named volumes (the PVC / ephemeral volume of deploy/kubernetes/raycluster.yaml): the
+# worker's outlives its container, which part 3 restarts.
+HEAD_STORE=$RUN_ID-head-builds
+WORKER_STORE=$RUN_ID-worker-builds
+STORE_DIR=/var/lib/unirender/builds
 TMP=$(mktemp -d /tmp/unirender-ct.XXXXXX)
 export PYTHONPATH=$UR_ROOT/src${PYTHONPATH:+:$PYTHONPATH}
 export RAY_USAGE_STATS_ENABLED=0
@@ -35,7 +44,9 @@ remove_everything() {
     # shellcheck disable=SC2086
     [ -n "$ids" ] && podman rm -f -v -t 0 $ids >/dev/null 2>&1  # -v: the image's anonymous /data volume too
     podman network exists "$NET" 2>/dev/null && podman network rm -f "$NET" >/dev/null 2>&1
-    podman volume exists "$VOLUME" 2>/dev/null && podman volume rm -f "$VOLUME" >/dev/null 2>&1
+    for v in "$VOLUME" "$HEAD_STORE" "$WORKER_STORE"; do
+        podman volume exists "$v" 2>/dev/null && podman volume rm -f "$v" >/dev/null 2>&1
+    done
     rm -rf "$TMP"
     ur_podman_env_cleanup
     return 0
@@ -49,7 +60,9 @@ on_exit() {
             echo "--- last lines of $RUN_ID-$c's log:" >&2
             podman logs --tail 30 "$RUN_ID-$c" >&2 2>&1 || true
         done
-        [ -f "$TMP/driver.log" ] && { echo "--- Ray driver:" >&2; tail -40 "$TMP/driver.log" >&2; }
+        for f in driver fetch-1 fetch-2; do
+            [ -f "$TMP/$f.log" ] && { echo "--- Ray driver ($f):" >&2; tail -40 "$TMP/$f.log" >&2; }
+        done
         [ -f "$TMP/build.log" ] && { echo "--- podman build:" >&2; tail -30 "$TMP/build.log" >&2; }
     fi
     [ -n "${DRIVER_PID:-}" ] && kill "$DRIVER_PID" 2>/dev/null
@@ -69,7 +82,7 @@ echo "service image $UR_IMAGE, Ray node image $UR_RAY_IMAGE ($(elapsed "$t") s)"
 VOLUMES_BEFORE=$(podman volume ls -q | sort)
 podman network create --subnet "$PREFIX.0/24" "${LABEL[@]}" "$NET" >/dev/null \
     || fail "cannot create network $NET on $PREFIX.0/24 (another run's network? podman network ls)"
-podman volume create "${LABEL[@]}" "$VOLUME" >/dev/null
+for v in "$VOLUME" "$HEAD_STORE" "$WORKER_STORE"; do podman volume create "${LABEL[@]}" "$v" >/dev/null; done
 
 # --- 1. the service -------------------------------------------------------------------------------------------
 step "service container"
@@ -126,18 +139,27 @@ echo "  ok: SIGTERM: the service stopped cleanly (exit 0), container removed"
 
 # --- 2. two Ray nodes ------------------------------------------------------------------------------------------
 step "Ray cluster: head $PREFIX.10, worker $PREFIX.11"
+# Each node's build store on its own volume, bounded below it as deploy/kubernetes/raycluster.yaml does (1 GiB:
+# the fake build is 16 MiB). The head's store is the driver's (the driver runs there): part 3's build is added to
+# it alone, from a folder mounted read-only.
 RAY_NODE=(--network "$NET" --shm-size 256m --cap-drop all --security-opt no-new-privileges
-          -e RAY_AUTH_MODE=disabled -e RAY_USAGE_STATS_ENABLED=0)
+          -e RAY_AUTH_MODE=disabled -e RAY_USAGE_STATS_ENABLED=0 -e UNIRENDER_BUILDS_MAX_BYTES=1G)
 NODE_ARGS=(--num-cpus=1 '--resources={"player_slot": 1}' --object-store-memory=100000000)
+mkdir -m 0755 "$TMP/build-src"
 podman run -d --name "$RUN_ID-head" "${LABEL[@]}" "${RAY_NODE[@]}" --ip "$PREFIX.10" \
+    -v "$HEAD_STORE:$STORE_DIR" -v "$TMP/build-src:/opt/container-test/build-src:ro" \
     -v "$UR_ROOT/scripts/container-ray-driver.py:/opt/container-test/driver.py:ro" "$UR_RAY_IMAGE" \
     --head --port=6379 --node-ip-address="$PREFIX.10" --include-dashboard=false "${NODE_ARGS[@]}" \
     >/dev/null 2>"$TMP/run-head.err" || { cat "$TMP/run-head.err" >&2; fail "podman run (head)"; }
-podman run -d --name "$RUN_ID-worker" "${LABEL[@]}" "${RAY_NODE[@]}" --ip "$PREFIX.11" "$UR_RAY_IMAGE" \
-    --address="$PREFIX.10:6379" --node-ip-address="$PREFIX.11" "${NODE_ARGS[@]}" \
-    >/dev/null 2>"$TMP/run-worker.err" || { cat "$TMP/run-worker.err" >&2; fail "podman run (worker)"; }
-t=$(date +%s.%N)
-podman exec "$RUN_ID-head" timeout 120 python3 -c '
+start_worker() {
+    podman run -d --name "$RUN_ID-worker" "${LABEL[@]}" "${RAY_NODE[@]}" --ip "$PREFIX.11" \
+        -v "$WORKER_STORE:$STORE_DIR" "$UR_RAY_IMAGE" \
+        --address="$PREFIX.10:6379" --node-ip-address="$PREFIX.11" "${NODE_ARGS[@]}" \
+        >/dev/null 2>"$TMP/run-worker.err" || { cat "$TMP/run-worker.err" >&2; fail "podman run (worker)"; }
+}
+# Until 2 nodes are alive and the node id given (a worker that was stopped), if any, is not among them.
+wait_for_cluster() {
+    podman exec "$RUN_ID-head" timeout 120 python3 -c '
 import sys, time, ray
 deadline = time.monotonic() + 100
 while True:  # the head may still be starting
@@ -148,11 +170,19 @@ while True:  # the head may still be starting
         if time.monotonic() > deadline:
             raise
         time.sleep(1)
-while sum(n["Alive"] for n in ray.nodes()) < 2:
+gone = sys.argv[2] if len(sys.argv) > 2 else None
+while True:
+    alive = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
+    if len(alive) >= 2 and gone not in alive:
+        break
     if time.monotonic() > deadline:
-        raise SystemExit("fewer than 2 Ray nodes alive after 100 s")
+        raise SystemExit(f"no 2 Ray nodes alive (without {gone}) after 100 s: {ray.nodes()}")
     time.sleep(0.5)
-' "$PREFIX.10:6379" 2>"$TMP/cluster.err" || { cat "$TMP/cluster.err" >&2; fail "the two Ray nodes did not form a cluster"; }
+' "$PREFIX.10:6379" "$@" 2>"$TMP/cluster.err" || { cat "$TMP/cluster.err" >&2; fail "the two Ray nodes did not form a cluster"; }
+}
+start_worker
+t=$(date +%s.%N)
+wait_for_cluster
 echo "  ok: a 2-node Ray cluster $(elapsed "$t") s after the worker's podman run"
 
 COUNT=${UR_RAY_JOB_FRAMES:-1000}
@@ -201,12 +231,101 @@ import ray; ray.init(address="auto", log_to_driver=False); print(sum(n["Alive"] 
 [ "$alive" = 1 ] || fail "$alive Ray nodes alive after the kill (expected the head alone)"
 echo "  ok: the job finished on the head alone"
 
+# --- 3. a build that only the head's store holds -----------------------------------------------------------------
+step "builds: the worker fetches from the head's store, and keeps it across a restart"
+# Part 2 killed the worker; a new container on its (still empty) store volume takes its place.
+podman rm -f -v -t 0 "$RUN_ID-worker" >/dev/null 2>&1
+start_worker
+wait_for_cluster
+# A fake Unity build as Unity lays it out (tests/fixtures/unity_builds.py), 4 assets of 4 MiB; its executable
+# execs the image's reference player (the fixture's names a host Python, which the containers do not have).
+exe=$("$PYTHON" - "$TMP/build-src" "$UR_ROOT/tests" <<'EOF'
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from fixtures.unity_builds import executable_of, make_build
+root = make_build(Path(sys.argv[1]), family="ai2thor", player="reference", platform="CloudRendering",
+                  assets=4, asset_size=4 << 20)
+exe = executable_of(root)
+exe.write_text('#!/bin/sh\nexec /opt/unirender/bin/unirender-player "$@"\n')
+print(root.name)
+EOF
+) || fail "making the fake Unity build"
+timeout 120 podman exec "$RUN_ID-head" unirender builds add "/opt/container-test/build-src/$exe" --name ctest:v1 \
+    > "$TMP/add.log" 2>&1 || { cat "$TMP/add.log" >&2; fail "unirender builds add in the head container"; }
+store_digests() {  # the digests a container's store holds, each re-hashed (verify), as JSON
+    timeout 60 podman exec "$1" python3 -c '
+import json; from unirender.builds import BuildStore
+s = BuildStore(); print(json.dumps({"root": str(s.root), "digests": s.digests(), "bad": {d: s.verify(d) for d in s.digests()}}))'
+}
+store_digests "$RUN_ID-head" > "$TMP/head-store.json" || fail "reading the head's store"
+store_digests "$RUN_ID-worker" > "$TMP/worker-store-0.json" || fail "reading the worker's store"
+"$PYTHON" - "$TMP/head-store.json" "$TMP/worker-store-0.json" "$STORE_DIR" <<'EOF'
+import json, sys
+head, worker = (json.load(open(f)) for f in sys.argv[1:3])
+if not (head["root"] == worker["root"] == sys.argv[3] and len(head["digests"]) == 1 and worker["digests"] == []):
+    raise SystemExit(f"FAILED: expected the build in the head's store alone, at {sys.argv[3]}: {head} {worker}")
+print(f"  ok: {head['digests'][0][:19]}... (ctest:v1) is in the head's store {head['root']} only")
+EOF
+# Each run: one session per node (one player_slot each), so one player in the worker container.
+check_fetch() {  # RUN_LOG WORKER_STORE_JSON EXPECT(fetch|none)
+    "$PYTHON" - "$1" "$2" "$3" "$PREFIX" <<'EOF'
+import json, sys
+r, store = json.loads(open(sys.argv[1]).read().splitlines()[-1]), json.load(open(sys.argv[2]))
+expect, prefix = sys.argv[3], sys.argv[4]
+def check(ok, msg):
+    if not ok:
+        raise SystemExit(f"FAILED: {msg}: {r}")
+    print(f"  ok: {msg}")
+by_ip = {s["node_ip"]: s for s in r["sessions"]}
+check(sorted(by_ip) == [f"{prefix}.10", f"{prefix}.11"], f"a player on each node {sorted(by_ip)}")
+check(all(s["pinned"] == r["digest"] and s["frame"] == [48, 64, 3] and s["frame_nonzero"] for s in r["sessions"]),
+      "each session pinned to the digest and rendered a 64x48 frame")
+head, worker = (by_ip[f"{prefix}.{n}"]["build_fetched"] or {} for n in (10, 11))  # None: no fetch was asked
+check(not head.get("fetched") and head.get("bytes_moved", 0) == 0, "the head's player used its own store (nothing moved)")
+served = r["served"]
+if expect == "fetch":
+    check(worker.get("fetched") and worker["bytes_moved"] == r["blob_bytes"],
+          f"the worker fetched the build first: {worker['bytes_moved']:,} bytes, {worker['blobs_moved']} blobs")
+    check(served == {f"{prefix}.11": {"manifests": 1, "bytes": r["blob_bytes"]}},
+          f"the head's store served the worker alone, once: {served}")
+else:
+    check(worker and not worker["fetched"] and worker["bytes_moved"] == 0 and worker["blobs_moved"] == 0,
+          f"the restarted worker fetched nothing: {worker}")
+    check(sum(c["bytes"] for c in served.values()) == 0, f"0 bytes served by the head's store: {served}")
+check(store["digests"] == [r["digest"]] and store["bad"] == {r["digest"]: []},
+      f"the worker's store {store['root']} holds the digest, every file as the manifest says")
+EOF
+}
+t=$(date +%s.%N)
+timeout 400 podman exec "$RUN_ID-head" python3 /opt/container-test/driver.py "$PREFIX.10:6379" /tmp/unused \
+    --build ctest:v1 > "$TMP/fetch-1.log" 2>&1 || fail "sessions on the build (first run)"
+store_digests "$RUN_ID-worker" > "$TMP/worker-store-1.json" || fail "reading the worker's store"
+check_fetch "$TMP/fetch-1.log" "$TMP/worker-store-1.json" fetch || fail "the first run's fetch"
+echo "  (first run: $(elapsed "$t") s)"
+# The restart as a pod's: the container goes (SIGTERM: its raylet leaves the cluster), a new one comes with the
+# same volume.
+old_node=$("$PYTHON" -c 'import json, sys; r = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+print(next(s["node"] for s in r["sessions"] if s["node_ip"] == sys.argv[2]))' "$TMP/fetch-1.log" "$PREFIX.11")
+podman stop -t 30 "$RUN_ID-worker" >/dev/null 2>&1
+podman rm -f -v -t 0 "$RUN_ID-worker" >/dev/null 2>&1  # -v: anonymous volumes only; the store's is named
+start_worker
+t=$(date +%s.%N)
+wait_for_cluster "$old_node"
+echo "  ok: the worker restarted ($(elapsed "$t") s to rejoin as a new node) with its store's volume kept"
+t=$(date +%s.%N)
+timeout 400 podman exec "$RUN_ID-head" python3 /opt/container-test/driver.py "$PREFIX.10:6379" /tmp/unused \
+    --build ctest:v1 > "$TMP/fetch-2.log" 2>&1 || fail "sessions on the build (after the restart)"
+store_digests "$RUN_ID-worker" > "$TMP/worker-store-2.json" || fail "reading the worker's store"
+check_fetch "$TMP/fetch-2.log" "$TMP/worker-store-2.json" none || fail "the second run moved bytes"
+echo "  (second run: $(elapsed "$t") s)"
+
 # --- nothing left behind ---------------------------------------------------------------------------------------
 step "teardown"
 podman stop -t 20 "$RUN_ID-head" >/dev/null 2>&1
 podman rm -f -v -t 0 "$RUN_ID-head" "$RUN_ID-worker" >/dev/null 2>&1
 podman network rm "$NET" >/dev/null
-podman volume rm "$VOLUME" >/dev/null
+podman volume rm "$VOLUME" "$HEAD_STORE" "$WORKER_STORE" >/dev/null
 rm -rf "$TMP"
 left="$(podman ps -aq --filter "label=unirender.container-test=$RUN_ID")$(podman volume ls -q --filter "label=unirender.container-test=$RUN_ID")"
 volumes_after=$(podman volume ls -q | sort)
