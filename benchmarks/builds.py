@@ -11,6 +11,8 @@ The synthetic build is laid out as Unity writes one (``Game.x86_64``, ``UnityPla
 Rounds interleave the contenders; the page cache is warm for all of them (the source was just written).
 
     PYTHONPATH=src python benchmarks/builds.py [--size-mb 1024] [--rounds 3]
+
+``--distribute``: builds reaching render hosts instead (a loopback service, two Ray nodes: builds_distribute.py).
 """
 
 from __future__ import annotations
@@ -74,7 +76,13 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--size-mb", type=int, default=1024)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--distribute", action="store_true", help="a build to a service and two Ray nodes (issue 46)")
     args = parser.parse_args()
+    if args.distribute:
+        sys.path.insert(0, str(Path(__file__).parent))
+        from builds_distribute import run
+
+        return run(args.size_mb, args.rounds, make_build)
     with tempfile.TemporaryDirectory(prefix="unirender-bench-builds-") as tmp:
         tmp = Path(tmp)
         started = time.perf_counter()

@@ -23,7 +23,7 @@ def service(make_service, tmp_path_factory):
     build = store.add(make_build(root / "src", family="ai2thor", player="reference"))
     service = make_service({"tokens": {"alice": ALICE}, "build_store": str(store.root),
                             "allowed_builds": [build.digest]})  # fmt: skip
-    service.digest = build.digest
+    service.digest, service.store_root = build.digest, store.root
     return service
 
 
@@ -58,3 +58,36 @@ def test_fetch_from_a_service_and_one_clear_error_without_the_right_token(servic
     stats = FetchStats()
     assert fetch(node, service.digest, ServiceSource(service.url, ALICE), stats=stats).digest == service.digest
     assert stats.fetched and node.verify(service.digest) == []
+
+
+def test_a_service_fetch_moves_only_the_blobs_the_node_lacks(service, tmp_path):
+    """The blob routes: a node holding a sibling build (every file shared but one) moves that one file only, and
+    the build is published checked."""
+    import requests
+
+    from fixtures.unity_builds import asset_bytes
+    from unirender.builds import manifest
+
+    origin = BuildStore(service.store_root)
+    build = origin.get(service.digest)
+    node = BuildStore(tmp_path / "node")
+    sibling = make_build(tmp_path / "sibling", family="ai2thor", player="reference", variant=5, changed=1)
+    node.add(sibling)
+    stats = FetchStats()
+    assert fetch(node, service.digest, ServiceSource(service.url, ALICE), stats=stats).digest == service.digest
+    assert node.verify(service.digest) == []
+    entries = manifest.parse((build.path / "manifest.json").read_bytes())
+    assert stats.blobs_moved == 1 and stats.bytes_moved == len(asset_bytes(0, 4096))
+    assert stats.blobs_present == len({e.sha256 for e in entries if e.type == "file"}) - 1
+
+    auth = {"Authorization": f"Bearer {ALICE}"}
+    base = f"{service.url}/v1/builds/{service.digest}"
+    not_its = requests.get(f"{base}/blobs/{'0' * 64}", headers=auth, timeout=30)
+    assert not_its.status_code == 404 and not_its.json()["error"]["code"] == "blob_not_found"
+    assert requests.get(f"{base}/blobs/not-a-sha", headers=auth, timeout=30).status_code == 400
+    assert requests.get(f"{base}/manifest", timeout=30).status_code == 401
+    other = "sha256:" + "1" * 64
+    assert requests.get(f"{service.url}/v1/builds/{other}/manifest", headers=auth, timeout=30).status_code == 404
+    some = next(e for e in entries if e.type == "file" and e.size > 100)
+    part = requests.get(f"{base}/blobs/{some.sha256}", headers={**auth, "Range": "bytes=10-19"}, timeout=30)
+    assert part.status_code == 206 and len(part.content) == 10

@@ -101,16 +101,84 @@ class StoreSource:
         return [self.read(sha, offset, length) for sha, offset, length in reads]
 
 
-@dataclass(frozen=True)
+class RouteMissing(Exception):
+    """The service has no blob routes (an older one): fetch takes its export tar instead."""
+
+
 class ServiceSource:
-    """A service's ``GET /v1/builds/{digest}`` (the store's export tar), with a bearer token."""
+    """A service's store (``/v1/builds/{digest}/manifest`` and ``/blobs/{sha256}``), with a bearer token: a blob
+    source like the driver's store, so only missing blobs move, FETCH_THREADS at once over keep-alive connections
+    (one per thread), each checked on arrival. A service without those routes serves ``GET /v1/builds/{digest}``,
+    the export tar, which :func:`fetch` then pulls (resumed with ``Range``) and imports."""
 
-    url: str
-    token: str | None = None
+    def __init__(self, url: str, token: str | None = None, timeout: float = 60.0) -> None:
+        self.url, self.token, self.timeout = url.rstrip("/"), token, timeout
+        self.name = f"the service {self.url}"
+        self._digest: str | None = None
+        self._local = threading.local()
 
-    @property
-    def name(self) -> str:
-        return f"the service {self.url.rstrip('/')}"
+    def __repr__(self) -> str:
+        return f"ServiceSource({self.url!r})"
+
+    def _request(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+        import http.client
+        import urllib.parse
+
+        parts = urllib.parse.urlsplit(self.url)
+        base = parts.path.rstrip("/")
+        head = {"User-Agent": "unirender-builds", **(headers or {})}
+        if self.token:
+            head["Authorization"] = f"Bearer {self.token}"
+        for attempt in (1, 2):  # a keep-alive connection the server closed while idle: once more on a new one
+            conn = getattr(self._local, "conn", None)
+            if conn is None:
+                kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+                conn = self._local.conn = kind(parts.netloc, timeout=self.timeout)
+            try:
+                conn.request("GET", base + path, headers=head)
+                response = conn.getresponse()
+                return response.status, response.read()
+            except (ConnectionError, http.client.HTTPException):
+                conn.close()
+                self._local.conn = None
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def manifest(self, digest: str) -> bytes:
+        status, body = self._request(f"/v1/builds/{digest}/manifest")
+        if status == 200:
+            self._digest = digest
+            return body
+        code = _error_code(body)
+        if status == 404 and code != "build_not_found":
+            raise RouteMissing(code)
+        raise BuildFetchError(f"{status} {code}: {_error_message(body)}")
+
+    def read(self, sha256: str, offset: int, length: int) -> bytes:
+        status, body = self._request(f"/v1/builds/{self._digest}/blobs/{sha256}",
+                                     {"Range": f"bytes={offset}-{offset + length - 1}"})  # fmt: skip
+        if status == 206 or (status == 200 and offset == 0):
+            return body[:length]
+        raise BuildFetchError(f"blob {sha256}: {status} {_error_code(body)}: {_error_message(body)}")
+
+
+def _error_code(body: bytes) -> str:
+    import json
+
+    try:
+        return str(json.loads(body)["error"]["code"])
+    except (ValueError, KeyError, TypeError):
+        return "error"
+
+
+def _error_message(body: bytes) -> str:
+    import json
+
+    try:
+        return str(json.loads(body)["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return body[:200].decode("utf-8", "replace")
 
 
 @dataclass
@@ -160,7 +228,10 @@ def fetch(store: BuildStore, digest: str, source: BlobSource | ServiceSource, *,
                 return store.get(digest)  # a concurrent fetch published it while this one waited
             stats.fetched = True
             if isinstance(source, ServiceSource):
-                return _pull(store, digest, source, attempts)
+                try:
+                    return _fetch_blobs(store, digest, source, attempts, chunk, stats)
+                except RouteMissing:
+                    return _pull(store, digest, source, attempts)
             return _fetch_blobs(store, digest, source, attempts, chunk, stats)
     except BuildFetchError as exc:
         raise BuildFetchError(

@@ -62,6 +62,8 @@ URLS = Map(
         Rule("/v1/platforms", endpoint="platforms", methods=["GET"]),
         Rule("/v1/builds", endpoint="list_builds", methods=["GET"]),
         Rule("/v1/builds/<digest>", endpoint="get_build", methods=["GET", "HEAD"]),
+        Rule("/v1/builds/<digest>/manifest", endpoint="get_build_manifest", methods=["GET", "HEAD"]),
+        Rule("/v1/builds/<digest>/blobs/<sha256>", endpoint="get_build_blob", methods=["GET", "HEAD"]),
         Rule("/v1/builds/<digest>", endpoint="put_build", methods=["PUT"]),
         Rule("/v1/builds/<digest>", endpoint="delete_build", methods=["DELETE"]),
         Rule("/v1/sessions", endpoint="list_sessions", methods=["GET"]),
@@ -90,7 +92,8 @@ PLAYER_PATHS = ("/train", "/ping")
 ENDPOINTS = {
     "root": meta.root, "healthz": meta.healthz, "readyz": meta.readyz, "metrics": meta.metrics,
     "openapi": meta.openapi, "docs": meta.docs, "platforms": meta.platforms, "list_builds": meta.builds,
-    "get_build": builds_api.get_build, "put_build": builds_api.put_build, "delete_build": builds_api.delete_build,
+    "get_build": builds_api.get_build, "get_build_manifest": builds_api.get_build_manifest,
+    "get_build_blob": builds_api.get_build_blob, "put_build": builds_api.put_build, "delete_build": builds_api.delete_build,
     "list_sessions": sessions_api.list_sessions, "create_session": sessions_api.create_session,
     "get_session": sessions_api.get_session, "delete_session": sessions_api.delete_session, "step": sessions_api.step,
     "reset": sessions_api.reset, "render": render_api.render,

@@ -246,6 +246,23 @@ def openapi_document(config=None, *, auth_enabled: bool | None = None) -> dict:
         "/v1/builds": {"get": _op("the stored builds this service lets a client launch (environment.build): name, "
                                   "names, digest, family, target, unity_version, size", {"200": _json(obj)})},
         "/v1/builds/{digest}": BUILD_ROUTES,
+        "/v1/builds/{digest}/manifest": {"get": {**_op(
+            "the build's manifest (its sha256 is the digest): every file's path, mode, size and sha256; what a node "
+            "fetching the build reads first (scope: sessions)",
+            {"200": _json({"type": "object"}, "the manifest, byte for byte as stored"),
+             **_errors((400, "invalid_digest"), (404, "build_not_found"))},
+            params=[{"$ref": "#/components/parameters/Digest"}]), "x-scope": "sessions"}},
+        "/v1/builds/{digest}/blobs/{sha256}": {"get": {**_op(
+            "one file of the build, by its sha256 (Range answered): a node fetches only the files it lacks, several "
+            "at once, and checks each (scope: sessions)",
+            {"200": {"description": "the file's bytes", "content": {"application/octet-stream": {"schema": {}}}},
+             "206": {"description": "the requested range", "content": {"application/octet-stream": {"schema": {}}}},
+             "416": {"description": "a Range past the end of the file"},
+             **_errors((400, "invalid_digest"), (404, "build_not_found, blob_not_found"))},
+            params=[{"$ref": "#/components/parameters/Digest"},
+                    {"name": "sha256", "in": "path", "required": True, "schema": {"type": "string"}},
+                    {"name": "Range", "in": "header", "required": False, "schema": {"type": "string"}}]),
+            "x-scope": "sessions"}},
         "/v1/sessions": {
             "get": _op("your sessions", {"200": _json(obj)}),
             "post": _op("start a player for an environment spec (environment.protocol: mlagents -> an ML-Agents "

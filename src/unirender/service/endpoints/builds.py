@@ -7,7 +7,11 @@
   memory; the digest in the URL is checked before anything is published (422 ``digest_mismatch``), the store's
   unsafe-archive rules apply (422 ``unsafe_archive``), a body cut off midway publishes nothing, and two uploads of
   the same build at once leave one copy. Quotas: one upload, a token's uploads, the whole store (413);
-- ``DELETE`` (scope ``admin``): removes it from the store.
+- ``DELETE`` (scope ``admin``): removes it from the store;
+- ``GET /v1/builds/{digest}/manifest`` and ``GET /v1/builds/{digest}/blobs/{sha256}`` (scope ``sessions``, builds the
+  caller may launch): the build's manifest and each of its files by content (Range answered), what a node's
+  ``unirender.builds.fetch`` asks for: only the blobs it lacks move, several at once, each checked on arrival, with
+  no export tar made or unpacked on either side. A blob is served only as a file of that build.
 """
 
 from __future__ import annotations
@@ -55,6 +59,38 @@ def get_build(app, request, owner, digest):
     path = _export(app, stored)
     return send_file(str(path), request.environ, mimetype="application/x-tar", conditional=True,
                      download_name=f"{digest.removeprefix('sha256:')[:16]}.tar", etag=digest)  # fmt: skip
+
+
+HEX = re.compile(r"^[0-9a-f]{64}$")
+_blob_sets: dict[str, frozenset[str]] = {}  # digest -> its blobs' sha256s (a build is immutable: parsed once)
+_blob_sets_lock = threading.Lock()
+
+
+def get_build_manifest(app, request, owner, digest):
+    stored = _launchable(app, digest)
+    return send_file(str(stored.path / "manifest.json"), request.environ, mimetype="application/json",
+                     conditional=True, etag=digest)  # fmt: skip
+
+
+def get_build_blob(app, request, owner, digest, sha256):
+    stored = _launchable(app, digest)
+    if not HEX.match(sha256):
+        raise ApiError(400, "invalid_digest", f"a blob is named by its sha256 (64 hex digits), got {sha256[:80]!r}")
+    with _blob_sets_lock:
+        blobs = _blob_sets.get(stored.digest)
+    if blobs is None:
+        from unirender.builds import manifest
+
+        entries = manifest.parse((stored.path / "manifest.json").read_bytes())
+        blobs = frozenset(e.sha256 for e in entries if e.type == "file")
+        with _blob_sets_lock:
+            _blob_sets[stored.digest] = blobs
+    store = app.policy.build_store
+    path = next((p for x in (True, False) if sha256 in blobs and (p := store.blob_path(sha256, x)).is_file()), None)
+    if path is None:
+        raise ApiError(404, "blob_not_found", f"build {digest} has no file with sha256 {sha256}")
+    return send_file(str(path), request.environ, mimetype="application/octet-stream", conditional=True,
+                     etag=sha256)  # fmt: skip
 
 
 def _export(app, stored) -> Path:
