@@ -325,3 +325,46 @@ def test_a_cut_fetch_resumes_on_the_node_moving_only_the_missing_bytes(cluster, 
             session.stop()
         backend.close()
         remove_workers(cluster)
+
+
+def test_a_blob_damaged_at_the_driver_is_fetched_again_on_the_node(cluster, stores, tmp_path, monkeypatch):
+    """The driver's store server sends one asset damaged (one bit flipped) the first time it is read: the node
+    finds it does not hash to the manifest's sha256, discards it and fetches it again; the build it publishes
+    verifies. (The hook: the backend's ``StoreServer`` swapped for a subclass defined here, which Ray ships to
+    the driver's node by value; no production code knows of it.)"""
+    from unirender.cluster import ray_backend, ray_builds
+
+    build = stores["build"]
+    target, size = sorted((sha, n) for sha, n in blobs(build) if n == 3 << 20)[0]
+
+    class DamagedOnce(ray_builds.StoreServer):
+        def __init__(self, root: str) -> None:
+            super().__init__(root)
+            self.damaged = False
+
+        def read(self, sha256: str, offset: int, length: int, node: str | None = None) -> bytes:
+            data = super().read(sha256, offset, length, node)
+            if sha256 == target and not self.damaged:
+                self.damaged = True
+                data = bytes([data[0] ^ 1]) + data[1:]
+            return data
+
+    monkeypatch.setattr(ray_backend, "StoreServer", DamagedOnce)
+    node_store = tmp_path / "node-damaged"
+    backend = create_backend("ray", wait_timeout=60, start_timeout=180, step_timeout=120)
+    session = None
+    try:
+        node = add_node(cluster, node_store)
+        session = backend.create_session({"build": "kitchen:v1", **KWARGS}, resources=DISPLAY)
+        assert session.step("RotateRight").frame.any()
+        fetched = session._placed["build_fetched"]
+        assert fetched["corrupt"] == 1 and fetched["bytes_moved"] == blob_bytes(build) + size
+        # the damaged blob crossed twice, everything else once
+        assert backend.build_fetches() == {node.node_id: {"manifests": 1, "bytes": blob_bytes(build) + size}}
+        assert BuildStore(node_store).digests() == [build.digest]
+        assert BuildStore(node_store).verify(build.digest) == []
+    finally:
+        if session is not None:
+            session.stop()
+        backend.close()
+        remove_workers(cluster)
