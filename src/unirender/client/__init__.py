@@ -40,7 +40,7 @@ from unirender.errors import (
 )
 from unirender.http_connection import ConnectTimeout, HttpConnection, ReadTimeout
 from unirender.protocol.errors import HttpFramingError
-from unirender.simulator import AI2THOR, MLAGENTS, family_of, load_target
+from unirender.simulator import AI2THOR, MLAGENTS, family_of, load_registered, moved_names
 
 DEFAULT_URL = "http://127.0.0.1:8200"
 FORMATS = {"msgpack": http_format.MSGPACK, "json": http_format.JSON, "multipart": http_format.MULTIPART}
@@ -447,28 +447,18 @@ REMOTE_SESSIONS: dict[str, str] = {
 
 def remote_session_class(family: str) -> type[RemoteSessionBase]:
     """The remote session class registered for ``family`` (imported on first use, ``simulator.load_target``)."""
-    try:
-        target = REMOTE_SESSIONS[family]
-    except KeyError:
-        raise ValueError(f"the client has no session class for protocol {family!r}; "
-                         f"known: {', '.join(REMOTE_SESSIONS)}") from None
-    return load_target(target)
+    return load_registered(REMOTE_SESSIONS, family, lambda: ValueError(
+        f"the client has no session class for protocol {family!r}; known: {', '.join(REMOTE_SESSIONS)}"))
 
 
 # Names whose home is now a family's module (``unirender.client.RemoteSession`` and the rest still work).
-_MOVED = {
+__getattr__ = moved_names(__name__, {
     "RemoteSession": "unirender.client.ai2thor:RemoteSession",
     "RemoteMLAgentsSession": "unirender.client.mlagents:RemoteMLAgentsSession",
     "_event_from_document": "unirender.client.ai2thor:event_from_document",
     "_action_parts": "unirender.client.mlagents:action_parts",
     "RemoteMLAgentsEvent": "unirender.remote_events:RemoteMLAgentsEvent",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        return load_target(_MOVED[name])
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+})
 
 
 log = logging.getLogger(__name__)

@@ -41,7 +41,7 @@ from unirender.cluster.base import (
     stop_quietly,
 )
 from unirender.errors import PlayerError, RestartError
-from unirender.simulator import AI2THOR, MLAGENTS, family_of, load_target
+from unirender.simulator import AI2THOR, MLAGENTS, family_of, load_registered, moved_names
 
 if TYPE_CHECKING:
     from unirender.simulator import Description
@@ -59,18 +59,13 @@ SESSION_BODIES: dict[str, str] = {
 
 def session_body(family: str) -> Callable[[dict], dict]:
     """The session body function registered for ``family`` (imported on first use, ``simulator.load_target``)."""
-    try:
-        target = SESSION_BODIES[family]
-    except KeyError:
-        raise ValueError(f"the service backend has no session body for protocol {family!r}; "
-                         f"known: {', '.join(SESSION_BODIES)}") from None
-    return load_target(target)
+    return load_registered(SESSION_BODIES, family, lambda: ValueError(
+        f"the service backend has no session body for protocol {family!r}; known: {', '.join(SESSION_BODIES)}"))
 
 
-def __getattr__(name: str) -> Any:  # the bodies' old home (they moved to each family's cluster adapter)
-    if name in ("ai2thor_session_body", "mlagents_session_body"):
-        return load_target(SESSION_BODIES[AI2THOR if name.startswith("ai2thor") else MLAGENTS])
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# the bodies' old home (they moved to each family's cluster adapter)
+__getattr__ = moved_names(__name__, {f"{family}_session_body": target for family, target in SESSION_BODIES.items()
+                                     if family in (AI2THOR, MLAGENTS)})  # fmt: skip
 
 
 # -- the service's errors -> the local backends' --------------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from unirender.service.errors import ApiError
-from unirender.simulator import AI2THOR, MLAGENTS, load_target
+from unirender.simulator import AI2THOR, MLAGENTS, load_registered, moved_names
 
 if TYPE_CHECKING:
     import numpy as np
@@ -78,26 +78,17 @@ def console_family(family: str) -> ConsoleFamily:
     found = _loaded.get(family)
     if found is not None:
         return found
-    try:
-        target = CONSOLE_FAMILIES[family]
-    except KeyError:
-        raise ApiError(422, "not_supported", f"the console has no view of {family!r} sessions") from None
-    found = _loaded[family] = load_target(target)
+    found = _loaded[family] = load_registered(CONSOLE_FAMILIES, family, lambda: ApiError(
+        422, "not_supported", f"the console has no view of {family!r} sessions"))
     return found
 
 
 # The adapters' old home: their classes and AI2-THOR's labels, from the family modules on first use.
-_MOVED = {
+__getattr__ = moved_names(__name__, {
     "AI2ThorConsole": "unirender.service.ui.ai2thor_console:AI2ThorConsole",
     "LABELS": "unirender.service.ui.ai2thor_console:LABELS",
     "MLAgentsConsole": "unirender.service.ui.mlagents_console:MLAgentsConsole",
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        return load_target(_MOVED[name])
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+})
 
 
 __all__ = ["CONSOLE_FAMILIES", "DEFAULT_KEYS", "ConsoleFamily", "UnknownView", "console_family"]
