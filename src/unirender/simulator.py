@@ -50,6 +50,28 @@ def load_target(target: str) -> Any:
     return getattr(module, attribute)
 
 
+def load_registered(table: Mapping[str, str], name: str, missing: Callable[[], BaseException]) -> Any:
+    """The target of ``name``'s line in a registry ``table`` (``{name: "module:attribute"}``), loaded with
+    :func:`load_target`; ``missing()`` is raised when the table has no such line."""
+    try:
+        target = table[name]
+    except KeyError:
+        raise missing() from None
+    return load_target(target)
+
+
+def moved_names(module: str, moved: Mapping[str, str]) -> Callable[[str], Any]:
+    """A module's ``__getattr__`` for names whose home is now another module (``{name: "module:attribute"}``,
+    loaded on first use): ``__getattr__ = moved_names(__name__, {...})``."""
+
+    def __getattr__(name: str) -> Any:
+        if name in moved:
+            return load_target(moved[name])
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return __getattr__
+
+
 def family_of(controller_kwargs: Mapping[str, Any]) -> str:
     """The family named by a session's controller kwargs (``protocol``; AI2-THOR when absent)."""
     family = controller_kwargs.get("protocol") or AI2THOR

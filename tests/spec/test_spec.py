@@ -273,6 +273,24 @@ def test_schema_command_prints_json_schema_that_forbids_unknown_keys():
     assert schema == JobSpec.model_json_schema()
 
 
+def test_schema_command_takes_the_family_by_name_and_mlagents_as_a_deprecated_alias():
+    from unirender.spec.families import SPEC_FAMILIES
+
+    def schema(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "unirender.cli", "spec", "schema", *args],
+                              capture_output=True, text=True, check=True)
+
+    by_name = schema("--family", "mlagents")
+    assert json.loads(by_name.stdout) == SPEC_FAMILIES["mlagents"].job_model.model_json_schema()
+    assert by_name.stderr == ""
+    alias = schema("--mlagents")
+    assert alias.stdout == by_name.stdout and "--mlagents is deprecated: use --family mlagents" in alias.stderr
+    assert json.loads(schema("--family", "ai2thor", "--environment").stdout)["title"] == "EnvironmentSpec"
+    unknown = subprocess.run([sys.executable, "-m", "unirender.cli", "spec", "schema", "--family", "nope"],
+                             capture_output=True, text=True)
+    assert unknown.returncode == 2 and "choose from 'ai2thor', 'mlagents'" in unknown.stderr
+
+
 def test_check_command_reports_errors_with_exit_code_2(tmp_path):
     (tmp_path / "bad.yaml").write_text(
         "episodes: [{scene: s, actions: [MoveAhead]}]\nenvironment: {width: 0}\n"

@@ -27,6 +27,17 @@ if TYPE_CHECKING:
 
 EventT = TypeVar("EventT")  # a session's family's event (AI2-THOR ``Event``, ML-Agents ``MLAgentsEvent``, ...)
 
+# The controllers' default: a crashed player is restarted (RestartError); the service backend's session bodies
+# ask the service for the same.
+DEFAULT_MAX_RESTARTS = 3
+
+
+def refuse_kwargs(family: str, keys: list[str], why: str) -> None:
+    """A family's session body refusing controller kwargs the service backend cannot send (none: nothing)."""
+    if keys:
+        raise ValueError(f"the service backend cannot start a {family} session with {sorted(keys)}: {why}")
+
+
 # Session states, as reported by ``Session.info()["state"]``.
 STARTING, READY, RESTARTING, LOST, STOPPED = "starting", "ready", "restarting", "lost", "stopped"
 

@@ -3,8 +3,9 @@ caller elsewhere), through the service's HTTP API and :class:`unirender.client.C
 
 ``create_backend("service", url=..., token=...)``. Each session is a service session, so the service's auth,
 quotas, rate limits, idle reaping and the console's live view apply to it as to any client's. The controller
-kwargs a session is created with become the service's session body (:data:`SESSION_BODIES`, the inverse of how
-the service builds controller kwargs from an environment spec; a kwarg no body can say is refused, naming it).
+kwargs a session is created with become the service's session body (:data:`SESSION_BODIES`: a function in each
+family's cluster adapter, ``cluster/ai2thor.py``, ``cluster/mlagents.py``; the inverse of how the service builds
+controller kwargs from an environment spec; a kwarg no body can say is refused, naming it).
 Events are the local ones' types: AI2-THOR ``Event``; ML-Agents :class:`unirender.remote_events.RemoteMLAgentsEvent`
 (``MLAgentsEvent``'s reading API). The service's error codes come back as the local backends' exceptions
 (:func:`local_error`).
@@ -40,101 +41,31 @@ from unirender.cluster.base import (
     stop_quietly,
 )
 from unirender.errors import PlayerError, RestartError
-from unirender.simulator import AI2THOR, MLAGENTS, family_of
+from unirender.simulator import AI2THOR, MLAGENTS, family_of, load_registered, moved_names
 
 if TYPE_CHECKING:
     from unirender.simulator import Description
 
 log = logging.getLogger(__name__)
 
-# -- controller kwargs -> the service's session body (the inverse of service/*_sessions.py) ------------------
-def _refuse(family: str, keys: list[str], why: str) -> None:
-    if keys:
-        raise ValueError(f"the service backend cannot start a {family} session with {sorted(keys)}: {why}")
+# -- controller kwargs -> the service's session body: each family's adapter (the inverse of service/*_sessions.py)
+# family -> "module:function" taking the controller kwargs, giving ``Client.session`` arguments (a third family adds
+# its line; the function lives in the family's cluster adapter module)
+SESSION_BODIES: dict[str, str] = {
+    AI2THOR: "unirender.cluster.ai2thor:ai2thor_session_body",
+    MLAGENTS: "unirender.cluster.mlagents:mlagents_session_body",
+}
 
 
-# AI2-THOR: Controller kwargs the service's EnvironmentSpec sets (Controller name -> spec name).
-_AI2THOR_ENVIRONMENT = {
-    "executable": "executable", "build": "build", "width": "width", "height": "height", "server": "transport", "quality": "quality",
-    "platform": "platform", "headless": "headless", "gpu_device": "gpu_device", "x_display": "x_display",
-    "server_timeout": "server_timeout", "server_start_timeout": "server_start_timeout",
-    "max_restarts": "max_restarts",
-}  # fmt: skip
-# Controller kwargs that name this machine's things (a hub, a log directory, a port): meaningless on the service.
-_AI2THOR_LOCAL_ONLY = ("player_hub", "log_dir", "start_unity", "host", "port", "wsgi_fast_path")
-_DEFAULT_MAX_RESTARTS = 3  # the controllers' default: a crashed player is restarted (RestartError)
+def session_body(family: str) -> Callable[[dict], dict]:
+    """The session body function registered for ``family`` (imported on first use, ``simulator.load_target``)."""
+    return load_registered(SESSION_BODIES, family, lambda: ValueError(
+        f"the service backend has no session body for protocol {family!r}; known: {', '.join(SESSION_BODIES)}"))
 
 
-def ai2thor_session_body(kwargs: dict) -> dict:
-    """``Controller(**kwargs)`` as ``Client.session(...)`` arguments: the environment, the render section (its
-    modalities from the Initialize flags, ``depth_format``), ``scene`` and ``auto_restart`` (``max_restarts`` > 0,
-    as the Controller restarts a crashed player)."""
-    from unirender.spec.models import MODALITY_INITIALIZE_FLAG
-
-    kwargs = dict(kwargs)
-    kwargs.pop("protocol", None)
-    _refuse(AI2THOR, [k for k in _AI2THOR_LOCAL_ONLY if kwargs.get(k) not in (None, True)
-                      or (k == "start_unity" and kwargs.get(k) is False)],  # fmt: skip
-            "they name things of this machine; the service starts and serves its players itself")
-    for key in _AI2THOR_LOCAL_ONLY:
-        kwargs.pop(key, None)
-    environment = {spec: kwargs.pop(name) for name, spec in _AI2THOR_ENVIRONMENT.items() if name in kwargs}
-    if isinstance(environment.get("transport"), str):
-        environment["transport"] = environment["transport"].lower()
-    if environment.get("platform") is None:
-        environment.pop("platform", None)
-    restarts = environment.setdefault("max_restarts", _DEFAULT_MAX_RESTARTS)
-    modalities = ["rgb"]
-    for modality, flag in MODALITY_INITIALIZE_FLAG.items():
-        if flag is not None and kwargs.pop(flag, False):
-            modalities.append(modality)
-    render: dict[str, Any] = {"modalities": modalities, "depth_format": kwargs.pop("depth_format", "Meters")}
-    if "flow" in modalities:
-        render["flow_policy"] = "previous_step"
-    scene = kwargs.pop("scene", None)
-    if scene is not None and not isinstance(scene, str):
-        raise ValueError(f"the service backend takes a scene name, not {scene!r}")
-    if kwargs:  # the rest are Initialize parameters, as the Controller takes them
-        environment["initialize"] = kwargs
-    return {"environment": environment, "render": render, "scene": scene, "auto_restart": restarts > 0}
-
-
-_MLAGENTS_ENVIRONMENT = ("executable", "build", "width", "height", "time_scale", "quality_level", "platform", "x_display",
-                         "gpu_device", "timeout", "start_timeout", "max_restarts", "layout", "args", "env")
-
-
-def mlagents_session_body(kwargs: dict) -> dict:
-    """``MLAgentsController(**kwargs)`` as ``Client.session(...)`` arguments (``environment_parameters`` as
-    numbers; a sampler draws on the service from the environment section, so give its spec there)."""
-    kwargs = dict(kwargs)
-    kwargs.pop("protocol", None)
-    environment: dict[str, Any] = {"protocol": MLAGENTS}
-    for key in _MLAGENTS_ENVIRONMENT:
-        if key in kwargs:
-            value = kwargs.pop(key)
-            environment[key] = list(value) if key == "args" else dict(value) if key == "env" else value
-    if environment.get("platform") is None:
-        environment.pop("platform", None)
-    parameters = kwargs.pop("environment_parameters", None) or {}
-    bad = [k for k, v in parameters.items() if isinstance(v, bool) or not isinstance(v, int | float)]
-    _refuse(MLAGENTS, [f"environment_parameters.{k}" for k in bad],
-            "only numbers travel as environment parameters (a sampler: put its spec in the environment section)")
-    if parameters:
-        environment["environment_parameters"] = {k: float(v) for k, v in parameters.items()}
-    seed = int(kwargs.pop("seed", 0) or 0)
-    if kwargs.get("log_dir") is not None:
-        _refuse(MLAGENTS, ["log_dir"], "the service keeps its players' logs under its data root")
-    kwargs.pop("log_dir", None)
-    _refuse(MLAGENTS, list(kwargs), "the service's ML-Agents environment has no such setting")
-    restarts = environment.setdefault("max_restarts", _DEFAULT_MAX_RESTARTS)
-    body: dict[str, Any] = {"environment": environment, "auto_restart": restarts > 0}
-    if seed:
-        body["seed"] = seed  # the game's seed at launch (MLAgentsEnv's reset(seed=...) relaunches with it)
-    return body
-
-
-# family -> the controller kwargs' session body (a third family adds its line)
-SESSION_BODIES: dict[str, Callable[[dict], dict]] = {AI2THOR: ai2thor_session_body, MLAGENTS: mlagents_session_body}
+# the bodies' old home (they moved to each family's cluster adapter)
+__getattr__ = moved_names(__name__, {f"{family}_session_body": target for family, target in SESSION_BODIES.items()
+                                     if family in (AI2THOR, MLAGENTS)})  # fmt: skip
 
 
 # -- the service's errors -> the local backends' --------------------------------------------------------------
@@ -544,7 +475,7 @@ class ServiceBackend(SessionBackend):
             kwargs["gpu_device"] = resources.gpu
         family = family_of(kwargs)
         kwargs = self.bring_build(kwargs)
-        body = SESSION_BODIES[family](kwargs)
+        body = session_body(family)(kwargs)
         session = ServiceSession(self, session_id or new_session_id(), resources or Resources(), family, body)
         self._start_session(session)
         return session
@@ -609,4 +540,4 @@ class ServiceBackend(SessionBackend):
 
 
 __all__ = ["SESSION_BODIES", "ServiceBackend", "ServiceOutageError", "ServiceSession", "description_from_dict",
-           "local_error"]
+           "local_error", "session_body"]

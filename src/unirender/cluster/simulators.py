@@ -21,6 +21,7 @@ from unirender.simulator import (
     family_of,
     flat_camera_message,
     flat_cameras,
+    load_registered,
     load_target,
 )
 
@@ -50,11 +51,8 @@ RAY_RUNTIME_ENV: dict[str, dict] = {
 
 
 def _load(table: Mapping[str, str], family: str, what: str) -> Callable:
-    try:
-        target = table[family]
-    except KeyError:
-        raise ValueError(f"no {what} registered for protocol {family!r}; known: {', '.join(table)}") from None
-    return load_target(target)
+    return load_registered(table, family, lambda: ValueError(
+        f"no {what} registered for protocol {family!r}; known: {', '.join(table)}"))
 
 
 def launcher(family: str) -> Callable[..., Simulator]:

@@ -61,11 +61,11 @@ def register(sub) -> None:
     d.add_argument("--transport", choices=["fifo", "wsgi"], default="fifo")
     d.add_argument("--resume", action=argparse.BooleanOptionalAction, default=False)
     d.add_argument("--quiet", action="store_true")
-    d.add_argument(
-        "--mlagents",
-        action="store_true",
-        help="an ML-Agents game instead: the reference player's ReachTarget, 2 agents, random actions",
-    )
+    from unirender.jobs.demo import DEMOS
+    from unirender.spec.cli import add_family_option
+
+    add_family_option(d, DEMOS, help="whose demo: ai2thor, a kitchen tour; mlagents, the reference player's "
+                      "ReachTarget game, 2 agents, random actions")
     d.set_defaults(func=cmd_demo)
 
 
@@ -144,7 +144,7 @@ def cmd_render(args) -> int:
 def cmd_demo(args) -> int:
     from unirender.jobs.demo import DEMOS, contact_sheet_for
 
-    demo = DEMOS["mlagents" if args.mlagents else "ai2thor"]
+    demo = DEMOS[args.family]
     rc = _run(demo.spec(args.out, args.size, args.transport), args)
     if rc == 0:
         print(f"contact sheet: {contact_sheet_for(args.out, frame=demo.sheet_frame)}")

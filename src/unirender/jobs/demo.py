@@ -74,7 +74,7 @@ class Demo:
     sheet_frame: int | None
 
 
-# family -> its demo (``unirender demo``, ``unirender demo --mlagents``)
+# family -> its demo (``unirender demo --family NAME``; a third family adds its line; docs/jobs.md)
 DEMOS: dict[str, Demo] = {
     AI2THOR: Demo(lambda out, size, transport: demo_spec(out, size=size, transport=transport), DEMO_SHEET_FRAME),
     MLAGENTS: Demo(lambda out, size, transport: mlagents_demo_spec(out, size=min(size, 128)), None),

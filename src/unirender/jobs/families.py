@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-from unirender.simulator import AI2THOR, MLAGENTS, load_target
+from unirender.simulator import AI2THOR, MLAGENTS, load_registered
 
 # family -> "module:attribute" of its adapter (imported on first use: a job of one family loads only its modules)
 JOB_FAMILIES: dict[str, str] = {
@@ -61,13 +61,8 @@ class JobFamily(Protocol):
 
 def job_family(family: str) -> JobFamily:
     """The adapter of ``family`` (a spec's ``family``), imported under a lock (worker threads may ask at once)."""
-    try:
-        target = JOB_FAMILIES[family]
-    except KeyError:
-        raise ValueError(
-            f"no jobs adapter for protocol {family!r}; known: {', '.join(JOB_FAMILIES)}"
-        ) from None
-    return load_target(target)
+    return load_registered(JOB_FAMILIES, family, lambda: ValueError(
+        f"no jobs adapter for protocol {family!r}; known: {', '.join(JOB_FAMILIES)}"))
 
 
 def family_of_manifest(manifest: dict[str, Any]) -> JobFamily:

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from unirender.errors import SpecError
-from unirender.simulator import AI2THOR, MLAGENTS, family_of, load_target
+from unirender.simulator import AI2THOR, MLAGENTS, family_of, load_registered
 
 # family -> "module:attribute" of its ServiceFamily (imported on first use: a family's extras load only with it)
 FAMILIES: dict[str, str] = {
@@ -77,12 +77,8 @@ def family(name: str) -> ServiceFamily:
     found = _loaded.get(name)
     if found is not None:
         return found
-    try:
-        target = FAMILIES[name]
-    except KeyError:
-        served = ", ".join(FAMILIES)
-        raise _protocol_error(f"{name!r} is not a protocol this service serves (it serves {served})") from None
-    found = _loaded[name] = load_target(target)
+    found = _loaded[name] = load_registered(FAMILIES, name, lambda: _protocol_error(
+        f"{name!r} is not a protocol this service serves (it serves {', '.join(FAMILIES)})"))
     return found
 
 

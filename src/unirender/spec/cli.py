@@ -2,10 +2,33 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
+from collections.abc import Iterable
 
 from unirender.errors import SpecError, UnirenderError
+from unirender.simulator import AI2THOR, MLAGENTS
+
+
+class _DeprecatedFamilyFlag(argparse.Action):
+    """``--mlagents``: the deprecated spelling of ``--family mlagents`` (same effect, and a warning)."""
+
+    def __init__(self, option_strings, dest, family: str = MLAGENTS, **kwargs):
+        self.family = family
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        print(f"unirender: {option_string} is deprecated: use --family {self.family}", file=sys.stderr)
+        setattr(namespace, self.dest, self.family)
+
+
+def add_family_option(parser: argparse.ArgumentParser, families: Iterable[str], *, help: str) -> None:
+    """``--family {names}`` (the names of the command's family registry; AI2-THOR by default) and ``--mlagents``,
+    its deprecated alias (``args.family``)."""
+    parser.add_argument("--family", choices=list(families), default=AI2THOR, help=f"{help} (default: %(default)s)")
+    parser.add_argument("--mlagents", action=_DeprecatedFamilyFlag, dest="family",
+                        help="deprecated: --family mlagents")
 
 
 def register(sub) -> None:
@@ -20,7 +43,9 @@ def register(sub) -> None:
 
     s = spec_sub.add_parser("schema", help="print the JSON Schema of job specs")
     s.add_argument("--environment", action="store_true", help="the schema of an environment alone")
-    s.add_argument("--mlagents", action="store_true", help="ML-Agents jobs (environment.protocol: mlagents)")
+    from unirender.spec.families import SPEC_FAMILIES
+
+    add_family_option(s, SPEC_FAMILIES, help="the family whose jobs' schema to print (its environment.protocol)")
     s.set_defaults(func=cmd_schema)
 
 
@@ -69,7 +94,7 @@ def _print_build(spec) -> int:
 def cmd_schema(args) -> int:
     from unirender.spec.families import spec_family
 
-    family = spec_family("mlagents" if args.mlagents else "ai2thor")
+    family = spec_family(args.family)
     model = family.environment_model if args.environment else family.job_model
     print(json.dumps(model.model_json_schema(), indent=2))
     return 0

@@ -1,202 +1,94 @@
 """The console's view of each family: which views an event has, a view's pixels, the driving controls.
 
 Looked up once per session from ``session.family`` (:func:`console_family`); the live view and the action
-endpoint then call the adapter's methods, never ask which family they hold. A third family adds a class here
-and one line in :data:`CONSOLE_FAMILIES`.
-
-- AI2-THOR: views are ``Event`` frame attributes (``frame``, ``depth_frame``, ...) or a third-party camera's
-  (``third_party_camera_frames.0``); driving is named actions on keys (``DEFAULT_KEYS``, remappable in the page).
-- ML-Agents: a view is one camera sensor of one agent, ``<behavior>/<sensor>/<agent id>``; driving follows the
-  behavior's declared action space (``Session.describe()``): discrete branch 0 on the digit keys, every branch on
-  a selector, continuous axes on sliders or held arrow keys (axis 0: left/right, axis 1: up/down), Space steps.
-  The chosen action goes to every agent that asks for a decision, as one person drives all of them.
+endpoint then call the adapter's methods (:class:`ConsoleFamily`), never ask which family they hold. Each family's
+adapter lives in its own module (``service/ui/ai2thor_console.py``, ``service/ui/mlagents_console.py``); a third
+family adds its module and one line in :data:`CONSOLE_FAMILIES`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
-
-from unirender.protocol.event import AGENT_FRAME_FIELDS, THIRD_PARTY_FRAME_FIELDS
 from unirender.service.errors import ApiError
-from unirender.simulator import AI2THOR, MLAGENTS, Description
+from unirender.simulator import AI2THOR, MLAGENTS, load_registered, moved_names
 
-# Keyboard -> action (the page lets a person change it; kept in the browser's localStorage).
+if TYPE_CHECKING:
+    import numpy as np
+
+    from unirender.simulator import Description
+
+# Keyboard -> action: the page's default key map (a person may change it; kept in the browser's localStorage).
 DEFAULT_KEYS = {
     "w": "MoveAhead", "a": "MoveLeft", "s": "MoveBack", "d": "MoveRight",
     "ArrowLeft": "RotateLeft", "ArrowRight": "RotateRight", "ArrowUp": "LookUp", "ArrowDown": "LookDown",
 }  # fmt: skip
-
-# A person's words for each attribute, shown in the view selector.
-LABELS = {
-    "frame": "colour",
-    "depth_frame": "depth (colour map: near blue, far red)",
-    "instance_segmentation_frame": "instance segmentation",
-    "semantic_segmentation_frame": "semantic segmentation",
-    "normals_frame": "normals",
-    "flow_frame": "optical flow",
-    "third_party_camera_frames": "camera {n}: colour",
-    "third_party_depth_frames": "camera {n}: depth",
-    "third_party_instance_segmentation_frames": "camera {n}: instance segmentation",
-    "third_party_semantic_segmentation_frames": "camera {n}: semantic segmentation",
-    "third_party_normals_frames": "camera {n}: normals",
-    "third_party_flow_frames": "camera {n}: optical flow",
-}
 
 
 class UnknownView(ValueError):
     pass
 
 
-class AI2ThorConsole:
-    family = AI2THOR
-    template = "drive_ai2thor.html"
+class ConsoleFamily(Protocol):
+    """What the console knows of one family: the console's code (``ui.console``, ``ui.stream``,
+    ``service.session_video``) is written against this and nothing else of a family."""
+
+    family: str  # the family's name (``unirender.simulator``)
+    template: str  # the page's driving controls: a template of ``ui/templates`` (``drive_<family>.html``)
 
     def views(self, event: Any) -> list[tuple[str, str]]:
-        """``[(view, label)]`` for every frame this event carries, agent first, then each camera."""
-        if event is None:
-            return [("frame", LABELS["frame"])]
-        views = [(attr, LABELS[attr]) for attr in AGENT_FRAME_FIELDS if getattr(event, attr, None) is not None]
-        for attr in THIRD_PARTY_FRAME_FIELDS:
-            for n, _ in enumerate(getattr(event, attr, None) or ()):
-                views.append((f"{attr}.{n}", LABELS[attr].format(n=n)))
-        return views or [("frame", LABELS["frame"])]
+        """``[(view, label)]`` for every view this event has (``event`` may be None: before the first one)."""
 
     def check_view(self, view: str) -> str:
-        attr, dot, index = view.partition(".")
-        if (attr in AGENT_FRAME_FIELDS and not dot) or (attr in THIRD_PARTY_FRAME_FIELDS and index.isdigit()):
-            return view
-        raise UnknownView(f"unknown view {view!r}: one of {sorted(AGENT_FRAME_FIELDS)} or "
-                          f"<{'|'.join(sorted(THIRD_PARTY_FRAME_FIELDS))}>.<camera number>")  # fmt: skip
+        """``view`` if it is a view of this family, else :class:`UnknownView` (naming the views' form)."""
 
     def view_array(self, event: Any, view: str) -> np.ndarray | None:
-        attr, dot, index = self.check_view(view).partition(".")
-        value = getattr(event, attr, None)
-        if dot:
-            n = int(index)
-            return value[n] if value is not None and n < len(value) else None
-        return value
+        """The pixels of one view of ``event`` (None when the event lacks it)."""
 
     def caption(self, event: Any) -> dict:
-        meta = event.metadata or {}
-        return {"action": meta.get("lastAction"), "success": meta.get("lastActionSuccess"),
-                "error": meta.get("errorMessage") or ""}  # fmt: skip
+        """What the live view shows beside a frame (``action``, ``success``, ``error``, ...)."""
 
     def scene(self, event: Any) -> str | None:
-        return (getattr(event, "metadata", None) or {}).get("sceneName") if event is not None else None
+        """What the session shows, for the session's page (a scene name, the game's behaviors); None if unknown."""
 
     def controls(self, description: Description | None) -> dict:
-        return {"keys": DEFAULT_KEYS}
+        """The page's driving controls, from the session's description."""
 
     def action(self, body: Any, event: Any, description: Description | None) -> tuple[Any, str]:
-        """``(what the session's step takes, a label for the page)`` from the page's POST body."""
-        if not isinstance(body, dict) or not isinstance(body.get("action"), str) or not body["action"]:
-            raise ApiError(400, "invalid_action", "the body must be an action object with an 'action' name, "
-                           'e.g. {"action": "RotateRight", "degrees": 90}')
-        return body, body["action"]
+        """``(what the session's step takes, a label for the page)`` from the page's POST body (an ``ApiError``
+        when it is not an action of this session)."""
 
     def transport(self, environment: dict) -> str:
-        return environment.get("transport", "fifo")
+        """The transport to show for a session started with ``environment``."""
 
     def result(self, event: Any, label: str) -> dict:
-        meta = event.metadata
-        return {"action": label, "success": meta.get("lastActionSuccess"), "error": meta.get("errorMessage") or ""}
+        """The page's answer to one driven step."""
 
 
-class MLAgentsConsole:
-    family = MLAGENTS
-    template = "drive_mlagents.html"
-
-    def views(self, event: Any) -> list[tuple[str, str]]:
-        views = []
-        if event is not None:
-            for behavior in event.behavior_names:
-                steps = event.decision_steps[behavior]
-                short = behavior.split("?", 1)[0]
-                for sensor in steps.frames:
-                    for agent_id in steps.agent_id:
-                        views.append((f"{behavior}/{sensor}/{int(agent_id)}", f"{short}, agent {int(agent_id)}: {sensor}"))
-        return views or [("", "no camera sensor yet")]
-
-    def check_view(self, view: str) -> str:
-        parts = view.rsplit("/", 2)
-        if len(parts) == 3 and all(parts) and parts[2].lstrip("-").isdigit():
-            return view
-        raise UnknownView(f"unknown view {view!r}: an ML-Agents view is <behavior>/<camera sensor>/<agent id>")
-
-    def view_array(self, event: Any, view: str) -> np.ndarray | None:
-        behavior, sensor, agent = self.check_view(view).rsplit("/", 2)
-        steps = event.decision_steps.get(behavior)
-        if steps is None:
-            return None
-        index = steps.agent_id_to_index.get(int(agent))
-        frames = steps.frames.get(sensor) if index is not None else None
-        return frames[index] if frames is not None else None  # an agent between episodes has no decision frame
-
-    def caption(self, event: Any) -> dict:
-        rewards = [float(np.sum(s.reward)) for s in event.decision_steps.values()]
-        ended = sum(len(s) for s in event.terminal_steps.values())
-        return {"action": "step", "success": None,
-                "error": "", "reward": round(sum(rewards), 4), "episodes_ended": ended}  # fmt: skip
-
-    def scene(self, event: Any) -> str | None:
-        """An ML-Agents game has no scenes: its behaviors (names without ``?team=``) say what it is."""
-        names = sorted({b.split("?", 1)[0] for b in event.behavior_names}) if event is not None else []
-        return f"ML-Agents: {', '.join(names)}" if names else None
-
-    def controls(self, description: Description | None) -> dict:
-        behaviors = description.actions.behaviors if description is not None else {}
-        return {"behaviors": {name: {"continuous": space.continuous, "discrete": list(space.discrete)}
-                              for name, space in behaviors.items()}}  # fmt: skip
-
-    def action(self, body: Any, event: Any, description: Description | None) -> tuple[Any, str]:
-        """``{"behavior": name, "continuous": [c floats], "discrete": [b ints]}`` -> the API's step body
-        (``{"actions": {behavior: {"continuous": n rows, "discrete": n rows}}}``) for the n agents that ask for a
-        decision, the same row for each; checked against the declared space first (a 422 that names the field);
-        other behaviors get zeros."""
-        if not isinstance(body, dict) or not isinstance(body.get("behavior"), str):
-            raise ApiError(400, "invalid_action", 'the body must be {"behavior": name, "continuous": [...], '
-                           '"discrete": [...]}')
-        behaviors = description.actions.behaviors if description is not None else {}
-        name = body["behavior"]
-        if name not in behaviors:
-            raise ApiError(422, "invalid_action", f"no behavior {name!r}; this game has {sorted(behaviors)}")
-        space = behaviors[name]
-        continuous = _numbers(body.get("continuous") or [0.0] * space.continuous, space.continuous, "continuous")
-        discrete = _numbers(body.get("discrete") or [0] * len(space.discrete), len(space.discrete), "discrete")
-        if any(choice != int(choice) for choice in discrete):
-            raise ApiError(422, "invalid_action", "discrete choices are whole numbers")
-        from unirender.service.mlagents_sessions import check_actions
-
-        # The API's own check (one for both), on the one row every deciding agent gets: even with none deciding.
-        check_actions({name: {"continuous": [continuous], "discrete": [[int(c) for c in discrete]]}}, behaviors,
-                      {name: 1}, 1)  # fmt: skip
-        steps = event.decision_steps.get(name) if event is not None else None
-        n = len(steps) if steps is not None else 0
-        actions = {"actions": {name: {"continuous": [continuous] * n, "discrete": [[int(c) for c in discrete]] * n}}}
-        label = " ".join([f"{v:+.2f}" for v in continuous] + [str(int(c)) for c in discrete]) or "step"
-        return actions, f"{name.split('?', 1)[0]} [{label}]"
-
-    def transport(self, environment: dict) -> str:
-        return "gRPC"
-
-    def result(self, event: Any, label: str) -> dict:
-        return {**self.caption(event), "action": label, "success": True}
+# family -> "module:attribute" of its ConsoleFamily (imported on first use; a third family adds its line)
+CONSOLE_FAMILIES: dict[str, str] = {
+    AI2THOR: "unirender.service.ui.ai2thor_console:CONSOLE",
+    MLAGENTS: "unirender.service.ui.mlagents_console:CONSOLE",
+}
+_loaded: dict[str, ConsoleFamily] = {}
 
 
-def _numbers(value: Any, size: int, field: str) -> list[float]:
-    if (not isinstance(value, list) or len(value) != size
-            or any(isinstance(v, bool) or not isinstance(v, int | float) for v in value)):  # fmt: skip
-        raise ApiError(422, "invalid_action", f"{field} must be a list of {size} numbers")
-    return [float(v) for v in value]
+def console_family(family: str) -> ConsoleFamily:
+    """The console adapter of ``family`` (imported once); a 422 ``not_supported`` for a family it has none of."""
+    found = _loaded.get(family)
+    if found is not None:
+        return found
+    found = _loaded[family] = load_registered(CONSOLE_FAMILIES, family, lambda: ApiError(
+        422, "not_supported", f"the console has no view of {family!r} sessions"))
+    return found
 
 
-CONSOLE_FAMILIES: dict[str, Any] = {AI2THOR: AI2ThorConsole(), MLAGENTS: MLAgentsConsole()}
+# The adapters' old home: their classes and AI2-THOR's labels, from the family modules on first use.
+__getattr__ = moved_names(__name__, {
+    "AI2ThorConsole": "unirender.service.ui.ai2thor_console:AI2ThorConsole",
+    "LABELS": "unirender.service.ui.ai2thor_console:LABELS",
+    "MLAgentsConsole": "unirender.service.ui.mlagents_console:MLAgentsConsole",
+})
 
 
-def console_family(family: str):
-    try:
-        return CONSOLE_FAMILIES[family]
-    except KeyError:
-        raise ApiError(422, "not_supported", f"the console has no view of {family!r} sessions") from None
+__all__ = ["CONSOLE_FAMILIES", "DEFAULT_KEYS", "ConsoleFamily", "UnknownView", "console_family"]

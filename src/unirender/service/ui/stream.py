@@ -22,10 +22,13 @@ import json
 import socket
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from unirender.service.frame_slot import FrameSlot
 from unirender.service.ui.images import encode_image
+
+if TYPE_CHECKING:
+    from unirender.service.ui.families import ConsoleFamily
 
 # The socket's send buffer: two frames' worth of the first frame sent (Linux doubles it, so ~4 frames can be in
 # flight), at least SEND_BUFFER_MIN; the default autotunes to megabytes, i.e. seconds of frames for a slow reader.
@@ -45,7 +48,7 @@ def waitress_channel(environ: dict) -> Any:
     return getattr(check, "__self__", None)
 
 
-def sse_frame(seq: int, published_at: float, event: Any, view: str, family: Any) -> bytes | None:
+def sse_frame(seq: int, published_at: float, event: Any, view: str, family: ConsoleFamily) -> bytes | None:
     """One SSE ``frame`` event (id = the slot's sequence number), or None when the event lacks the view.
     ``family``: the session's console adapter (``ui.families``), which knows the event's views and captions."""
     array = family.view_array(event, view) if event is not None else None
@@ -66,8 +69,8 @@ def sse_frame(seq: int, published_at: float, event: Any, view: str, family: Any)
 class ViewerStream:
     """The WSGI body of one viewer. ``close()`` (called by the server when it ends) releases the viewer slot."""
 
-    def __init__(self, slot: FrameSlot, view: str, environ: dict, *, family: Any, stopping: Callable[[], bool],
-                 on_close: Callable[[ViewerStream], None], fps: float = DEFAULT_FPS):
+    def __init__(self, slot: FrameSlot, view: str, environ: dict, *, family: ConsoleFamily,
+                 stopping: Callable[[], bool], on_close: Callable[[ViewerStream], None], fps: float = DEFAULT_FPS):
         self.slot = slot
         self.view = view
         self.family = family  # the session's console adapter (ui.families): its views and captions

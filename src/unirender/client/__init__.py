@@ -22,7 +22,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 from urllib.parse import urlencode, urlsplit
 
 import requests
@@ -40,11 +40,7 @@ from unirender.errors import (
 )
 from unirender.http_connection import ConnectTimeout, HttpConnection, ReadTimeout
 from unirender.protocol.errors import HttpFramingError
-from unirender.remote_events import RemoteMLAgentsEvent
-from unirender.simulator import AI2THOR, MLAGENTS, family_of
-
-if TYPE_CHECKING:
-    from unirender.protocol.event import Event
+from unirender.simulator import AI2THOR, MLAGENTS, family_of, load_registered, moved_names
 
 DEFAULT_URL = "http://127.0.0.1:8200"
 FORMATS = {"msgpack": http_format.MSGPACK, "json": http_format.JSON, "multipart": http_format.MULTIPART}
@@ -104,13 +100,6 @@ def _server_timing(resp: requests.Response) -> dict[str, float]:
         except ValueError:
             continue
     return timing
-
-
-def _event_from_document(doc: dict) -> Event:
-    from unirender.protocol.event import Event
-
-    # The step keys the service read from the metadata it forwarded: the metadata is not even scanned here.
-    return Event.from_frames(doc["metadata"], doc.get("frames") or {}, step=doc.get(http_format.STEP))
 
 
 class Client:
@@ -269,7 +258,7 @@ class Client:
         auto_restart: bool = False,
         modalities: list[str] | None = None,
         seed: int | None = None,
-    ) -> RemoteSession | RemoteMLAgentsSession:
+    ) -> RemoteSessionBase:
         """Start a remote player. ``environment``: an ``EnvironmentSpec`` (or ``MLAgentsEnvironmentSpec``), a
         mapping, or a spec file path (a job file works: its ``environment`` is used). AI2-THOR: ``render`` (a
         ``RenderSpec`` or mapping: modalities, cameras) and ``scene``; ML-Agents (``protocol: mlagents``):
@@ -286,15 +275,15 @@ class Client:
         if seed is not None:  # ML-Agents: the game's seed at launch
             body["seed"] = seed
         info = self._json("POST", "/v1/sessions", body)
-        return REMOTE_SESSIONS[info.get("family") or _family(body["environment"])](self, info, modalities)
+        return remote_session_class(info.get("family") or _family(body["environment"]))(self, info, modalities)
 
     def mlagents_session(self, environment: Mapping, *, record: Mapping | None = None, auto_restart: bool = False,
-                         modalities: list[str] | None = None) -> RemoteMLAgentsSession:
+                         modalities: list[str] | None = None) -> RemoteSessionBase:
         """Start a remote ML-Agents game: ``environment`` as in a job spec (``protocol: mlagents`` is added),
         ``record``: ``{"sensors": [...], "behaviors": [...]}`` the events carry (default all)."""
         session = self.session({**dict(environment), "protocol": MLAGENTS}, record=record,
                                auto_restart=auto_restart, modalities=modalities)  # fmt: skip
-        assert isinstance(session, RemoteMLAgentsSession)
+        assert session.family == MLAGENTS
         return session
 
     def render(self, episode: Mapping, *, environment: Any = None, render: Any = None,
@@ -307,7 +296,7 @@ class Client:
             body["render"] = render.model_dump(mode="json") if hasattr(render, "model_dump") else dict(render)
         if record is not None:
             body["record"] = dict(record)
-        session_class = REMOTE_SESSIONS[_family(body["environment"])]
+        session_class = remote_session_class(_family(body["environment"]))
         doc, _ = self._document("POST", "/v1/render", body, lazy_metadata=session_class.lazy_metadata)
         return [session_class.event_of(d, None) for d in doc["events"]]
 
@@ -448,90 +437,28 @@ class RemoteSessionBase(Generic[EventT]):
         self.stop()
 
 
-class RemoteSession(RemoteSessionBase["Event"]):
-    """An AI2-THOR session on the service with the local Controller's ``step``/``reset``/``stop`` and
-    ``last_event`` (an ``Event``)."""
-
-    family = AI2THOR
-    lazy_metadata = True  # Event.from_frames decodes the metadata when it is first read
-
-    @staticmethod
-    def event_of(doc: dict, description: dict | None) -> Event:
-        return _event_from_document(doc)
-
-    def step(self, action: dict | str | None = None, **kwargs: Any) -> Event:
-        from unirender.protocol.state import normalize_action
-
-        return self._event("step", normalize_action(action, kwargs))
-
-    def action_body(self, action: Any) -> Any:
-        from unirender.protocol.state import normalize_action
-
-        return normalize_action(action, {})
-
-    def reset(self, scene: str | None = None, **initialize_params: Any) -> Event:
-        body = dict(initialize_params)
-        if scene is not None:
-            body["scene"] = scene
-        return self._event("reset", body)
-
-    def __enter__(self) -> RemoteSession:
-        return self
-
-
-class RemoteMLAgentsSession(RemoteSessionBase[RemoteMLAgentsEvent]):
-    """An ML-Agents session: ``step({behavior: {"continuous": rows, "discrete": rows}})`` (arrays or lists, one
-    row per decision agent; a behavior left out gets zeros) and ``reset(**environment_parameters)`` return a
-    :class:`RemoteMLAgentsEvent` (``steps(behavior)``, ``frames(behavior)``, ``decision_steps``, ... as
-    ``MLAgentsEvent``; ``metadata``: the records as sent)."""
-
-    family = MLAGENTS
-
-    def __init__(self, client: Client, info: dict, modalities: list[str] | None = None):
-        super().__init__(client, info, modalities)
-        self._described = info.get("description")  # the sensors' order and shapes, once
-
-    @staticmethod
-    def event_of(doc: dict, description: dict | None) -> RemoteMLAgentsEvent:
-        return RemoteMLAgentsEvent.from_document(doc, description)
-
-    def _description(self) -> dict | None:
-        if self._described is None:
-            self._described = self.describe()
-        return self._described
-
-    def step(self, actions: Mapping | None = None) -> RemoteMLAgentsEvent:
-        return self._event("step", self.action_body(actions))
-
-    def action_body(self, actions: Mapping | None) -> dict:
-        return {"actions": {name: {kind: (rows.tolist() if hasattr(rows, "tolist") else rows)
-                                   for kind, rows in _action_parts(given).items() if rows is not None}
-                            for name, given in (actions or {}).items()}}  # fmt: skip
-
-    def reset(self, scene: None = None, **environment_parameters: float) -> RemoteMLAgentsEvent:
-        """New episodes with ``environment_parameters``; ``scene`` is there for the port's ``reset(scene, ...)``
-        (an ML-Agents game has none)."""
-        if scene is not None:
-            raise ValueError("an ML-Agents game has no scenes: reset(None, **environment_parameters)")
-        return self._event("reset", {"environment_parameters": environment_parameters})
-
-    def __enter__(self) -> RemoteMLAgentsSession:
-        return self
-
-
-def _action_parts(given: Any) -> dict:
-    """A behavior's actions as ``{"continuous": rows, "discrete": rows}``: a mapping, or an object with those
-    attributes (mlagents-envs' ``ActionTuple``, what the jobs' policies give)."""
-    if isinstance(given, Mapping):
-        return dict(given)
-    return {"continuous": getattr(given, "continuous", None), "discrete": getattr(given, "discrete", None)}
-
-
-# family -> the remote session class that speaks it (a third family adds its line)
-REMOTE_SESSIONS: dict[str, type[RemoteSession] | type[RemoteMLAgentsSession]] = {
-    AI2THOR: RemoteSession,
-    MLAGENTS: RemoteMLAgentsSession,
+# family -> "module:Class" of the remote session that speaks it (imported on first use; a third family adds its
+# line and its module, ``client/<family>.py``)
+REMOTE_SESSIONS: dict[str, str] = {
+    AI2THOR: "unirender.client.ai2thor:RemoteSession",
+    MLAGENTS: "unirender.client.mlagents:RemoteMLAgentsSession",
 }
+
+
+def remote_session_class(family: str) -> type[RemoteSessionBase]:
+    """The remote session class registered for ``family`` (imported on first use, ``simulator.load_target``)."""
+    return load_registered(REMOTE_SESSIONS, family, lambda: ValueError(
+        f"the client has no session class for protocol {family!r}; known: {', '.join(REMOTE_SESSIONS)}"))
+
+
+# Names whose home is now a family's module (``unirender.client.RemoteSession`` and the rest still work).
+__getattr__ = moved_names(__name__, {
+    "RemoteSession": "unirender.client.ai2thor:RemoteSession",
+    "RemoteMLAgentsSession": "unirender.client.mlagents:RemoteMLAgentsSession",
+    "_event_from_document": "unirender.client.ai2thor:event_from_document",
+    "_action_parts": "unirender.client.mlagents:action_parts",
+    "RemoteMLAgentsEvent": "unirender.remote_events:RemoteMLAgentsEvent",
+})
 
 
 log = logging.getLogger(__name__)
