@@ -24,12 +24,18 @@ STORE = 100 * 2**20
 MLAGENTS = {"protocol": "mlagents", "executable": "builtin", "width": 48, "height": 40, "platform": "EGL",
             "time_scale": 100}  # fmt: skip
 DISPLAY = Resources(display=True)
+# A node SIGKILLed (its raylet gone, as a machine that goes away) is declared dead by the GCS's health checks:
+# with Ray's defaults (a check every 3 s, 5 failures) that is ~15 s of waiting per hard loss. Checks every
+# 0.5 s find the dead raylet's refused connection as surely; a live but loaded node still has the default 10 s
+# to answer each check, so a slow machine declares nothing dead that is not.
+HEALTH_CHECKS = {"health_check_period_ms": 500, "health_check_initial_delay_ms": 500}
 
 
 @pytest.fixture(scope="module")
 def cluster():
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
-                                                       "object_store_memory": STORE})  # fmt: skip
+                                                       "object_store_memory": STORE,
+                                                       "_system_config": HEALTH_CHECKS})  # fmt: skip
     try:
         if ray.is_initialized():  # another module's Ray instance: this one is ours
             ray.shutdown()

@@ -28,9 +28,8 @@ def _left_edge(frame: np.ndarray) -> int:
     return int(columns[0])
 
 
-@pytest.fixture
-def game(browser_binary, tmp_path):
-    controller = WebGLController(GAME, 120, 100, actions=ACTIONS, log_dir=tmp_path)
+def _game(log_dir):
+    controller = WebGLController(GAME, 120, 100, actions=ACTIONS, log_dir=log_dir)
     try:
         yield controller
     finally:
@@ -38,6 +37,20 @@ def game(browser_binary, tmp_path):
         controller.stop()
         if pgid is not None:
             assert group_members(pgid) == []
+
+
+@pytest.fixture(scope="module")
+def game(browser_binary, tmp_path_factory):
+    """One browser for the tests that only step and read: each begins with ``reset()``, which reloads the page
+    (``test_reset_reloads_the_page_or_sends_the_declared_message``), so none sees another's state; a browser
+    boot less per test."""
+    yield from _game(tmp_path_factory.mktemp("webgl-game"))
+
+
+@pytest.fixture
+def own_game(browser_binary, tmp_path):
+    """A browser of the test's own (its tab is crashed)."""
+    yield from _game(tmp_path)
 
 
 def test_steps_return_the_frame_after_the_action(game):
@@ -167,14 +180,14 @@ def test_a_killed_browser_is_a_crashed_player_restarted_within_the_budget(browse
             c.step()
 
 
-def test_a_crashed_tab_is_a_crashed_player(game):
-    game.reset()
-    pid = game.process.pid
-    game.browser.page.send_async("Page.crash")
+def test_a_crashed_tab_is_a_crashed_player(own_game):
+    own_game.reset()
+    pid = own_game.process.pid
+    own_game.browser.page.send_async("Page.crash")
     with pytest.raises(RestartError, match="tab crashed"):
-        game.step()
-    assert game.process.pid != pid and group_members(pid) == []
-    assert tuple(game.reset().frame[50, 60]) == SQUARE
+        own_game.step()
+    assert own_game.process.pid != pid and group_members(pid) == []
+    assert tuple(own_game.reset().frame[50, 60]) == SQUARE
 
 
 def test_a_hung_tab_times_out_and_is_restarted(browser_binary, tmp_path):
