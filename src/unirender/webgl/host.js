@@ -5,7 +5,10 @@
 // - Frame control: requestAnimationFrame callbacks are queued and run by tick() on a virtual clock
 //   (performance.now starts at 0 and advances 1000/fps ms per frame, whatever the wall clock did), so a step is
 //   "these inputs, then N frames", the same frames on every run. While the build boots, the real display's
-//   frames drive tick(1) (builds that start on a frame need them); from boot on, only steps do.
+//   frames drive tick(1) (builds that start on a frame need them) with the clock held at 0: how many of those
+//   frames a boot takes depends on the machine's load, and a clock they advanced made the first steps' times
+//   (and whatever a game draws from them) differ between two runs in the last bit. From boot on, only steps run
+//   frames, and only they advance the clock.
 // - Readback happens in the same task as the frames it reads, so the drawing buffer is still there.
 (function () {
   "use strict";
@@ -30,7 +33,7 @@
   performance.now = function () { return virtualNow; };
   function drive() {
     if (!autoTick) return;
-    U.tick(1);
+    U.tick(1, false);
     realRAF(drive);
   }
   realRAF(drive);
@@ -98,9 +101,9 @@
     },
     frameMs: 1000 / 60,
     pending() { return queue.size; },
-    tick(frames) {
+    tick(frames, advance = true) {
       for (let i = 0; i < frames; i++) {
-        virtualNow += U.frameMs;
+        if (advance) virtualNow += U.frameMs;
         const due = queue;
         queue = new Map();
         for (const cb of due.values()) {
