@@ -85,7 +85,7 @@ REGISTRIES = [
     Registry("unirender.jobs.families:JOB_FAMILIES", ("unirender.jobs",), _strings,
              _has("units", "seat", "frames", "dataset_frame")),
     Registry("unirender.jobs.demo:DEMOS", ("unirender.jobs",), _demos),
-    Registry("unirender.service.families:FAMILIES", ("unirender.service",), _strings,
+    Registry("unirender.service.families:SERVICE_FAMILIES", ("unirender.service",), _strings,
              _has("name", "session_body", "create_session", "render", "job_spec")),
     Registry("unirender.service.ui.families:CONSOLE_FAMILIES", ("unirender.service.ui",), _strings,
              _has("family", "template", "views", "check_view", "view_array", "caption", "scene", "controls",

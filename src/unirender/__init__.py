@@ -1,8 +1,10 @@
 """unirender: declarative headless rendering for Unity-based environments.
 
 Public surface (imported lazily so that ``import unirender`` stays cheap):
-``Controller``, ``Event``, ``MultiAgentEvent``, ``render``, ``load_dataset`` and the errors in
-:mod:`unirender.errors`.
+``Controller``, ``Event``, ``MultiAgentEvent``, ``render``, ``load_dataset``; the port every family implements
+(``Simulator``, ``Description``: :mod:`unirender.simulator`); the entry points of a program that drives sessions
+(``Client``: :mod:`unirender.client`; ``load_spec``: :mod:`unirender.spec`; ``create_backend``:
+:mod:`unirender.cluster`); and the errors in :mod:`unirender.errors`.
 """
 
 from __future__ import annotations
@@ -28,11 +30,18 @@ _LAZY = {
     "MultiAgentEvent": "unirender.protocol.event",
     "render": "unirender.jobs",
     "load_dataset": "unirender.jobs",
+    "Simulator": "unirender.simulator",
+    "Description": "unirender.simulator",
+    "Client": "unirender.client",
+    "load_spec": "unirender.spec",
+    "create_backend": "unirender.cluster",
 }
 
 __all__ = [
     "ActionError",
+    "Client",
     "Controller",
+    "Description",
     "Event",
     "MultiAgentEvent",
     "PlatformError",
@@ -40,9 +49,12 @@ __all__ = [
     "PlayerError",
     "PlayerTimeoutError",
     "RestartError",
+    "Simulator",
     "SpecError",
     "UnirenderError",
+    "create_backend",
     "load_dataset",
+    "load_spec",
     "render",
     "__version__",
 ]

@@ -207,11 +207,11 @@ def test_console_lists_an_mlagents_session(tmp_path):
 
 def test_action_check_limits_agents_and_checks_branches():
     from unirender.service.errors import ApiError
-    from unirender.service.mlagents_sessions import check_actions
+    from unirender.service.mlagents_sessions import check_behavior_actions
     from unirender.simulator import BehaviorActions
 
     spaces = {"B": BehaviorActions(1, (2, 5))}
-    check_actions({"B": {"continuous": [[0.1], [0.2]], "discrete": [[1, 4], [0, 0]]}}, spaces, {"B": 2}, 2)
+    check_behavior_actions({"B": {"continuous": [[0.1], [0.2]], "discrete": [[1, 4], [0, 0]]}}, spaces, {"B": 2}, 2)
     for actions, counts, code, path in (
         ({"B": {}}, {"B": 3}, "too_many_agents", "actions.B"),
         ({"B": {"discrete": [[1, 5], [0, 0]]}}, {"B": 2}, "invalid_action", "actions.B.discrete.0.1"),
@@ -219,7 +219,7 @@ def test_action_check_limits_agents_and_checks_branches():
         ({"C": {}}, {"B": 2}, "unknown_behavior", "actions.C"),
     ):
         with pytest.raises(ApiError) as info:
-            check_actions(actions, spaces, counts, 2)
+            check_behavior_actions(actions, spaces, counts, 2)
         assert (info.value.status, info.value.code, info.value.details["path"]) == (422, code, path)
 
 

@@ -439,12 +439,12 @@ def pin_build(kwargs: dict, store: BuildStore | None = None) -> tuple[dict, str 
 
     Named by ``build=`` (a reference), ``executable=`` (a reference, or a path inside this store's ``builds/``) or
     AI2-THOR's ``commit_id=``; a full ``sha256:`` digest pins itself (this store need not hold it)."""
-    from unirender.builds.resolve import BUILTIN, _platform_name
+    from unirender.builds.resolve import BUILTIN, build_platform_name
     from unirender.builds.store import is_reference
 
     store = store or BuildStore()
     build, executable, commit = kwargs.get("build"), kwargs.get("executable"), kwargs.get("commit_id")
-    platform = _platform_name(kwargs.get("platform"))
+    platform = build_platform_name(kwargs.get("platform"))
     digest = None
     if build is not None:
         key, reference = "build", str(build)

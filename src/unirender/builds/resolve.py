@@ -85,7 +85,7 @@ def resolve_build(name: str | os.PathLike, *, platform: str | None = None,
     return ResolvedBuild(str(stored.executable), stored)
 
 
-def _platform_name(platform) -> str | None:
+def build_platform_name(platform) -> str | None:
     if platform is None or isinstance(platform, str):
         return platform
     return getattr(platform, "name", None)
@@ -117,7 +117,7 @@ def controller_build(executable=BUILTIN, *, build=None, commit_id=None, local_ex
     }
     if len(given) > 1:
         raise ValueError(f"name the build once: got {', '.join(given)}")
-    platform_name = _platform_name(platform)
+    platform_name = build_platform_name(platform)
     if local_executable_path is not None:
         return ResolvedBuild(os.fspath(local_executable_path))
     if commit_id is not None:

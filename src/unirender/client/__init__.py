@@ -56,7 +56,7 @@ class ServiceError(UnirenderError):
         self.details = details or {}
 
 
-def _error_from_response(resp: requests.Response) -> Exception:
+def error_from_response(resp: requests.Response) -> Exception:
     try:
         err = resp.json()["error"]
     except Exception:
@@ -196,7 +196,7 @@ class Client:
         if self._direct:
             resp = self._direct_request(method, path, data, headers, params)
             if resp.status_code >= 400:
-                raise _error_from_response(resp)
+                raise error_from_response(resp)
             return resp
         resp = self._http.request(method, self.url + path, data=data, headers=headers, params=params,
                                   timeout=self.timeout, stream=True)
@@ -207,7 +207,7 @@ class Client:
             resp.close()  # the body is consumed: the keep-alive connection goes back to the pool
         resp._content, resp._content_consumed = body, True
         if resp.status_code >= 400:
-            raise _error_from_response(resp)
+            raise error_from_response(resp)
         return resp
 
     def _json(self, method: str, path: str, body: Any = None) -> Any:

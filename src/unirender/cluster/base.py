@@ -246,6 +246,7 @@ class SessionBackend:
         self._sessions: dict[str, Session] = {}
         self._sessions_lock = threading.Lock()
         self._closed = False
+        self.controller_defaults: dict = {}  # merged under every session's Controller kwargs
 
     def create_session(
         self,
@@ -260,6 +261,13 @@ class SessionBackend:
         Raises ``CapacityError`` when the backend's budget stays full for its wait timeout, and whatever the
         simulator raises when the player cannot start (``PlatformError``, ``PlayerError``...).
         """
+        self._check_open()
+        kwargs = {**self.controller_defaults, **controller_kwargs}
+        return self._create_session(kwargs, session_id or new_session_id(), resources)
+
+    def _create_session(self, kwargs: dict, session_id: str, resources: Resources | None) -> Session:
+        """:meth:`create_session` of this backend, once it is known open: ``kwargs`` are the session's Controller
+        kwargs with the backend's ``controller_defaults`` merged under them (a copy the backend may change)."""
         raise NotImplementedError
 
     def sessions(self) -> list[Session]:
@@ -315,6 +323,16 @@ class SessionBackend:
         except BaseException:
             session.state = STOPPED
             session._released()
+            raise
+
+    def _start_checked(self, session: Session, check: Callable[[Any], Any]) -> None:
+        """:meth:`_start_session`, then ``check(session)`` (the first frame's warnings, which may be errors); the
+        session is stopped if the check raises."""
+        self._start_session(session)
+        try:
+            check(session)
+        except BaseException:  # warnings turned into errors
+            session.stop()
             raise
 
     def _register(self, session: Session) -> None:

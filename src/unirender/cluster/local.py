@@ -22,7 +22,6 @@ from unirender.cluster.base import (
     Session,
     SessionBackend,
     SessionLostError,
-    new_session_id,
     stop_quietly,
 )
 from unirender.cluster.placement import LocalPlacement, Slot, placement_info
@@ -185,28 +184,15 @@ class LocalBackend(SessionBackend):
             thread_name_prefix="unirender-launch",
         )
 
-    def create_session(
-        self,
-        controller_kwargs: dict,
-        *,
-        session_id: str | None = None,
-        resources: Resources | None = None,
-    ) -> LocalSession:
-        self._check_open()
-        kwargs = {**self.controller_defaults, **controller_kwargs}
+    def _create_session(self, kwargs: dict, session_id: str, resources: Resources | None) -> LocalSession:
         if resources is None:
             gpu = kwargs.get("gpu_device")
             resources = Resources(gpu=gpu if isinstance(gpu, int) else None)
         slot = self.placement.acquire(resources)
         if slot.gpu is not None:
             kwargs["gpu_device"] = slot.gpu
-        session = LocalSession(self, session_id or new_session_id(), resources, slot, kwargs)
-        self._start_session(session)
-        try:
-            flat_first_frame(session)
-        except BaseException:  # warnings turned into errors
-            session.stop()
-            raise
+        session = LocalSession(self, session_id, resources, slot, kwargs)
+        self._start_checked(session, flat_first_frame)
         return session
 
     def _launch(self, kwargs: dict) -> Any:

@@ -37,7 +37,6 @@ from unirender.cluster.base import (
     Session,
     SessionBackend,
     SessionLostError,
-    new_session_id,
 )
 from unirender.cluster.ray_actor import IncarnationChanged, SessionActor
 from unirender.cluster.ray_builds import SERVER_CONCURRENCY, StoreServer
@@ -511,27 +510,14 @@ class RayBackend(SessionBackend):
             options["runtime_env"] = runtime_env
         return self._remote_class.options(**options)
 
-    def create_session(
-        self,
-        controller_kwargs: dict,
-        *,
-        session_id: str | None = None,
-        resources: Resources | None = None,
-    ) -> RaySession:
-        self._check_open()
-        kwargs = {**self.controller_defaults, **controller_kwargs}
+    def _create_session(self, kwargs: dict, session_id: str, resources: Resources | None) -> RaySession:
         digest = None
         if self.fetch_builds:
             kwargs, digest = pin_build(kwargs)  # on the driver, before placing: a moved tag cannot change it
-        session = RaySession(self, session_id or new_session_id(), resources or Resources(), kwargs)
+        session = RaySession(self, session_id, resources or Resources(), kwargs)
         if digest is not None:
             session._build_fetch = self._fetch_spec(digest)
-        self._start_session(session)
-        try:
-            flat_first_frame(session)
-        except BaseException:  # warnings turned into errors
-            session.stop()
-            raise
+        self._start_checked(session, flat_first_frame)
         return session
 
     def info(self) -> dict:

@@ -37,7 +37,6 @@ from unirender.cluster.base import (
     Session,
     SessionBackend,
     SessionLostError,
-    new_session_id,
     stop_quietly,
 )
 from unirender.errors import PlayerError, RestartError
@@ -385,9 +384,9 @@ class ServiceBackend(SessionBackend):
                                              headers={"Content-Type": "application/x-tar",
                                                       "Content-Length": str(os.path.getsize(tar))})  # fmt: skip
         if resp.status_code >= 300:
-            from unirender.client import _error_from_response
+            from unirender.client import error_from_response
 
-            raise self._local(_error_from_response(resp))
+            raise self._local(error_from_response(resp))
         self.uploads += 1
         log.info("uploaded build %s to %s", digest, self.client.url)
 
@@ -462,21 +461,13 @@ class ServiceBackend(SessionBackend):
         with self._faults_lock:
             return dict(self._faults)
 
-    def create_session(
-        self,
-        controller_kwargs: dict,
-        *,
-        session_id: str | None = None,
-        resources: Resources | None = None,
-    ) -> ServiceSession:
-        self._check_open()
-        kwargs = dict(controller_kwargs)
+    def _create_session(self, kwargs: dict, session_id: str, resources: Resources | None) -> ServiceSession:
         if resources is not None and resources.gpu is not None and kwargs.get("gpu_device") is None:
             kwargs["gpu_device"] = resources.gpu
         family = family_of(kwargs)
         kwargs = self.bring_build(kwargs)
         body = session_body(family)(kwargs)
-        session = ServiceSession(self, session_id or new_session_id(), resources or Resources(), family, body)
+        session = ServiceSession(self, session_id, resources or Resources(), family, body)
         self._start_session(session)
         return session
 

@@ -106,12 +106,8 @@ def _run(spec, args) -> int:
         if exc.immediate:  # a second Ctrl-C: no waiting for anything (the players die with us, PDEATHSIG)
             os._exit(130)
         return 130
-    except SpecError as exc:
-        print(f"unirender: {exc}", file=sys.stderr)
-        return 2
     except UnirenderError as exc:
-        print(f"unirender: {exc}", file=sys.stderr)
-        return 1
+        return _failed(exc)
     except KeyboardInterrupt:
         print("unirender: interrupted before rendering started", file=sys.stderr)
         return 130
@@ -120,6 +116,12 @@ def _run(spec, args) -> int:
             backend.close()
     print(format_summary(result))
     return 0
+
+
+def _failed(exc: UnirenderError) -> int:
+    """A command's exit code for ``exc``, said on stderr: 2 for a spec (or option) error, 1 for any other."""
+    print(f"unirender: {exc}", file=sys.stderr)
+    return 2 if isinstance(exc, SpecError) else 1
 
 
 def format_summary(result) -> str:
@@ -173,10 +175,6 @@ def cmd_video(args) -> int:
             raise SpecError(format_errors(problems, header="invalid video options"), problems) from None
         write_dataset_videos(args.dataset, episodes=args.episode, video=video, out=args.out,
                              progress=lambda path: print(path, flush=True))  # fmt: skip
-    except SpecError as exc:
-        print(f"unirender: {exc}", file=sys.stderr)
-        return 2
     except UnirenderError as exc:
-        print(f"unirender: {exc}", file=sys.stderr)
-        return 1
+        return _failed(exc)
     return 0

@@ -17,7 +17,7 @@ from unirender.protocol.metadata import MetadataDocument, PatchedMetadata, as_do
 from unirender.protocol.payload import Payload
 
 
-class _NumpyAwareEncoder(json.JSONEncoder):
+class NumpyAwareEncoder(json.JSONEncoder):
     """ndarray -> list, numpy scalars -> Python scalars (what AI2-THOR's NumpyAwareEncoder does)."""
 
     def default(self, o):
@@ -28,7 +28,7 @@ class _NumpyAwareEncoder(json.JSONEncoder):
         return super().default(o)
 
 
-_ENCODER = _NumpyAwareEncoder(ensure_ascii=True)
+_ENCODER = NumpyAwareEncoder(ensure_ascii=True)
 
 
 def encode_json_action(action: dict) -> bytes:

@@ -12,7 +12,7 @@ import numpy as np
 from unirender.protocol.errors import ProtocolError, UnknownFieldTypeError
 from unirender.protocol.fifo import FORM_NAME_TO_FIELD_TYPE, FieldType, FifoMessage, encode_message
 from unirender.protocol.multipart import build_wwwform
-from unirender.protocol.state import _NumpyAwareEncoder
+from unirender.protocol.state import NumpyAwareEncoder
 
 # Per-agent and per-camera modality order inside one payload (protocol.md 2.4).
 AGENT_IMAGE_FIELDS = ("image", "image_depth", "image_normals", "image_ids", "image_classes", "image_flow")
@@ -25,7 +25,7 @@ THIRD_PARTY_IMAGE_FIELDS = (
     "image_thirdParty_flow",
 )
 
-_METADATA_JSON = _NumpyAwareEncoder(separators=(",", ":"))
+_METADATA_JSON = NumpyAwareEncoder(separators=(",", ":"))
 
 
 def order_images(

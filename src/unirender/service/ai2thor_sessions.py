@@ -12,7 +12,7 @@ players), one-shot renders and jobs.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from unirender.service import documents
 from unirender.service.errors import ApiError
@@ -22,8 +22,11 @@ from unirender.service.policy import PlayerState
 from unirender.simulator import AI2THOR
 from unirender.spec import JobSpec
 
+if TYPE_CHECKING:
+    from unirender.service.app import ServiceApp
 
-def controller_kwargs(app: Any, env, render, scene: str | None, auto_restart: bool = False) -> dict:
+
+def controller_kwargs(app: ServiceApp, env, render, scene: str | None, auto_restart: bool = False) -> dict:
     """What the session backend starts an AI2-THOR player with (log under the data root, restarts only when the
     session asked for them, a WSGI player on this service's hub where the player runs in this process)."""
     kwargs = env.controller_kwargs(render)
@@ -48,7 +51,7 @@ class AI2THORSession:
     so one object (:data:`SESSION`) serves every AI2-THOR session."""
 
     @staticmethod
-    def check_step(app: Any, owner: str, session_id: str, action: Any) -> None:
+    def check_step(app: ServiceApp, owner: str, session_id: str, action: Any) -> None:
         """Every limit on one action sent to a session (the API's step and the console's keys alike)."""
         if not isinstance(action, dict) or not isinstance(action.get("action"), str) or not action["action"]:
             raise ApiError(400, "invalid_action", "the body must be an action object with an 'action' name, "
@@ -58,16 +61,16 @@ class AI2THORSession:
             state = app.policy.session_state(app.sessions.get(owner, session_id).session)
         app.policy.check_action(action, state)
 
-    def step(self, app: Any, owner: str, session_id: str, data: Any):
+    def step(self, app: ServiceApp, owner: str, session_id: str, data: Any):
         return self.begin_step(app, owner, session_id, data)()
 
-    def begin_step(self, app: Any, owner: str, session_id: str, data: Any):
+    def begin_step(self, app: ServiceApp, owner: str, session_id: str, data: Any):
         """:meth:`step` in two halves (``SessionRegistry.begin_step``): checked and sent now, the function
         returned gives the event."""
         self.check_step(app, owner, session_id, data)
         return app.sessions.begin_step(owner, session_id, data)
 
-    def reset(self, app: Any, owner: str, session_id: str, data: Any):
+    def reset(self, app: ServiceApp, owner: str, session_id: str, data: Any):
         body = validate_body(ResetBody, data).model_dump()
         scene = body.pop("scene", None)
         app.policy.check_scene(scene, "scene")
@@ -86,7 +89,7 @@ class AI2THORFamily:
     render_body = RenderRequest
     job_body = JobSpec
 
-    def create_session(self, app: Any, owner: str, data: Any):
+    def create_session(self, app: ServiceApp, owner: str, data: Any):
         body = validate_body(SessionCreate, data)
         app.policy.check_environment(body.environment, body.render)
         app.policy.check_scene(body.scene, "scene")
@@ -101,7 +104,7 @@ class AI2THORFamily:
         return app.sessions.create(owner, kwargs, body.model_dump(mode="json"), auto_restart=body.auto_restart,
                                    adapt=adapt, failure="its cameras could not be added")  # fmt: skip
 
-    def render(self, app: Any, owner: str, data: Any, fmt: str, json_as_sent: bool) -> list[dict]:
+    def render(self, app: ServiceApp, owner: str, data: Any, fmt: str, json_as_sent: bool) -> list[dict]:
         from unirender.jobs.episodes import expand_units, frames_to_record, run_unit
 
         body = validate_body(RenderRequest, data)
@@ -119,7 +122,7 @@ class AI2THORFamily:
                               "frames": frames_to_record(event, body.render)})
         return docs
 
-    def job_spec(self, app: Any, data: Any):
+    def job_spec(self, app: ServiceApp, data: Any):
         from unirender.spec import load_spec
 
         validate_body(JobSpec, data)  # strict types, bounded errors; load_spec then applies the loader's rules

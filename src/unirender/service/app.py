@@ -354,12 +354,6 @@ class ServiceApp:
         self.metrics.bytes_out.labels(fmt.split("/")[-1]).inc(int(resp.headers["Content-Length"]))
         return resp
 
-    def check_step(self, owner: str, session_id: str, action) -> None:
-        """Every limit on one AI2-THOR action sent to a session (the API's step and the console's keys alike)."""
-        from unirender.service.ai2thor_sessions import SESSION
-
-        SESSION.check_step(self, owner, session_id, action)
-
     def step_session(self, owner: str, session_id: str, data: Any):
         """One step of a session as ``POST /v1/sessions/{id}/step`` takes it (its family checks the body), the
         family's event: for the console, which drives sessions of every family."""

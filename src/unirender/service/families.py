@@ -2,7 +2,7 @@
 
 A request that starts something (``POST /v1/sessions``, ``/v1/render``, ``/v1/jobs``) names its family in its
 ``environment.protocol`` (AI2-THOR when absent: ``unirender.simulator.family_of``); the family is looked up here
-ONCE, and a session keeps the adapter it got (``ServiceSession.adapter``, a :class:`SessionAdapter`), so a step or
+ONCE, and a session keeps the adapter it got (``SessionEntry.adapter``, a :class:`SessionAdapter`), so a step or
 a reset never looks the family up again. An adapter declares, per family:
 
 - the bodies (pydantic models, also the OpenAPI schemas): ``session_body``, ``step_body`` (or the name of a
@@ -16,21 +16,25 @@ a reset never looks the family up again. An adapter declares, per family:
 and, per session (:class:`SessionAdapter`): ``step``/``reset`` (the body checked, the action check included, then
 ``app.sessions``) and ``document`` (the event document, ``service.documents``).
 
-A third family adds one line to :data:`FAMILIES` and its adapter module (``service/<family>_sessions.py``).
+A third family adds one line to :data:`SERVICE_FAMILIES` and its adapter module (``service/<family>_sessions.py``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
+from unirender.deprecation import renamed
 from unirender.errors import SpecError
 from unirender.simulator import AI2THOR, MLAGENTS, family_of, load_registered
 
+if TYPE_CHECKING:
+    from unirender.service.app import ServiceApp
+
 # family -> "module:attribute" of its ServiceFamily (imported on first use: a family's extras load only with it)
-FAMILIES: dict[str, str] = {
+SERVICE_FAMILIES: dict[str, str] = {
     AI2THOR: "unirender.service.ai2thor_sessions:FAMILY",
     MLAGENTS: "unirender.service.mlagents_sessions:FAMILY",
 }
@@ -38,16 +42,16 @@ _loaded: dict[str, ServiceFamily] = {}
 
 
 class SessionAdapter(Protocol):
-    """A family's view of one session, kept on its ``ServiceSession`` (``entry.adapter``) from creation on."""
+    """A family's view of one session, kept on its ``SessionEntry`` (``entry.adapter``) from creation on."""
 
-    def step(self, app: Any, owner: str, session_id: str, data: Any) -> Any:
+    def step(self, app: ServiceApp, owner: str, session_id: str, data: Any) -> Any:
         """Check one step's body (400/422 before the player sees it) and step the session; the family's event."""
 
-    def begin_step(self, app: Any, owner: str, session_id: str, data: Any) -> Callable[[], Any]:
+    def begin_step(self, app: ServiceApp, owner: str, session_id: str, data: Any) -> Callable[[], Any]:
         """:meth:`step` in two halves: checked (raising at once) and started now; the function returned gives the
         event or raises the step's error (``SessionRegistry.begin_step``). The batched steps' path."""
 
-    def reset(self, app: Any, owner: str, session_id: str, data: Any) -> Any:
+    def reset(self, app: ServiceApp, owner: str, session_id: str, data: Any) -> Any:
         """Check a reset's body and reset the session; the family's event."""
 
     def document(self, entry: Any, event: Any, modalities: list[str] | None, fmt: str,
@@ -65,11 +69,11 @@ class ServiceFamily(Protocol):
     render_body: type[BaseModel]
     job_body: type[BaseModel]
 
-    def create_session(self, app: Any, owner: str, data: Any) -> Any: ...
+    def create_session(self, app: ServiceApp, owner: str, data: Any) -> Any: ...
 
-    def render(self, app: Any, owner: str, data: Any, fmt: str, json_as_sent: bool) -> list[dict]: ...
+    def render(self, app: ServiceApp, owner: str, data: Any, fmt: str, json_as_sent: bool) -> list[dict]: ...
 
-    def job_spec(self, app: Any, data: Any) -> Any: ...
+    def job_spec(self, app: ServiceApp, data: Any) -> Any: ...
 
 
 def family(name: str) -> ServiceFamily:
@@ -77,8 +81,8 @@ def family(name: str) -> ServiceFamily:
     found = _loaded.get(name)
     if found is not None:
         return found
-    found = _loaded[name] = load_registered(FAMILIES, name, lambda: _protocol_error(
-        f"{name!r} is not a protocol this service serves (it serves {', '.join(FAMILIES)})"))
+    found = _loaded[name] = load_registered(SERVICE_FAMILIES, name, lambda: _protocol_error(
+        f"{name!r} is not a protocol this service serves (it serves {', '.join(SERVICE_FAMILIES)})"))
     return found
 
 
@@ -109,7 +113,8 @@ def unresolved_session() -> SessionAdapter:
 
 def every_family() -> list[ServiceFamily]:
     """Every registered family (the OpenAPI document lists their bodies)."""
-    return [family(name) for name in FAMILIES]
+    return [family(name) for name in SERVICE_FAMILIES]
 
 
-__all__ = ["FAMILIES", "ServiceFamily", "SessionAdapter", "every_family", "family", "family_of_body", "unresolved_session"]
+__all__ = ["SERVICE_FAMILIES", "ServiceFamily", "SessionAdapter", "every_family", "family", "family_of_body", "unresolved_session"]
+__getattr__ = renamed(__name__, {"FAMILIES": "SERVICE_FAMILIES"})

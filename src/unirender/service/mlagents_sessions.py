@@ -5,7 +5,7 @@ differ:
 - create: ``{"environment": {"protocol": "mlagents", ...}, "record": {"sensors": [...]}, "auto_restart": false}``
   (the environment as in a job spec);
 - step: ``{"actions": {behavior: {"continuous": [[...] per decision agent], "discrete": [[...]]}}}`` (a behavior
-  left out gets zeros, as mlagents-envs does); checked by :func:`check_actions` against the session's action
+  left out gets zeros, as mlagents-envs does); checked by :func:`check_behavior_actions` against the session's action
   spaces (``Session.describe()``, read once when the session starts) and the decision agents of the last event:
   wrong shapes are a 422 that names the path;
 - reset: ``{"environment_parameters": {key: number}}`` (optional);
@@ -20,17 +20,21 @@ differ:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
+from unirender.deprecation import renamed
 from unirender.errors import SpecError
 from unirender.jobs.mlagents_episodes import behavior_views, frame_of
 from unirender.service.errors import ApiError
-from unirender.service.models import _Body, validate_body
+from unirender.service.models import StrictBody, validate_body
 from unirender.service.one_shot import RenderDocuments, check_frame_count, one_shot_session
 from unirender.simulator import MLAGENTS
 from unirender.spec.mlagents import MLAgentsEnvironmentSpec, MLAgentsEpisodeSpec, MLAgentsJobSpec, RecordSpec
+
+if TYPE_CHECKING:
+    from unirender.service.app import ServiceApp
 
 
 # -- the event document (service.documents has the other families' and the encoding) ---------------------
@@ -62,7 +66,7 @@ def mlagents_document(event: Any, step: int, specs: Mapping[str, Any], record: A
     return {"metadata": frame.metadata, "frames": frames}
 
 
-class MLAgentsSessionCreate(_Body):
+class MLAgentsSessionCreate(StrictBody):
     """POST /v1/sessions for an ML-Agents game."""
 
     environment: MLAgentsEnvironmentSpec
@@ -71,26 +75,30 @@ class MLAgentsSessionCreate(_Body):
     seed: int = Field(0, ge=0, le=2**31 - 1, description="the game's seed at launch (Unity's Random.InitState)")
 
 
-class BehaviorActions(_Body):
+class BehaviorActionsBody(StrictBody):
+    # One behavior's actions in a step body. Its OpenAPI schema keeps its name (and no description) from before
+    # the rename: ``BehaviorActions`` (simulator.BehaviorActions is the game's action space).
+    __qualname__ = "BehaviorActions"
+    model_config = ConfigDict(title="BehaviorActions")
     continuous: list[list[float]] | None = Field(None, description="one row per decision agent, in order")
     discrete: list[list[int]] | None = Field(
         None, description="one row (a value per branch) per decision agent"
     )
 
 
-class MLAgentsStep(_Body):
+class MLAgentsStep(StrictBody):
     """POST /v1/sessions/{id}/step on an ML-Agents session."""
 
-    actions: dict[str, BehaviorActions] = Field(
+    actions: dict[str, BehaviorActionsBody] = Field(
         default_factory=dict, description="per behavior name; a behavior left out gets zeros"
     )
 
 
-class MLAgentsReset(_Body):
+class MLAgentsReset(StrictBody):
     environment_parameters: dict[str, float] = Field(default_factory=dict)
 
 
-class MLAgentsRenderRequest(_Body):
+class MLAgentsRenderRequest(StrictBody):
     """POST /v1/render for an ML-Agents game: one episode (``steps`` steps of its policy after the reset; each
     repeat on a fresh game seeded ``seed + i``), every frame in the response."""
 
@@ -99,7 +107,7 @@ class MLAgentsRenderRequest(_Body):
     episode: MLAgentsEpisodeSpec
 
 
-def check_actions(actions: dict, spaces: Mapping[str, Any], decision_counts: dict, max_agents: int) -> None:
+def check_behavior_actions(actions: dict, spaces: Mapping[str, Any], decision_counts: dict, max_agents: int) -> None:
     """One step's ``{behavior: {"continuous": rows, "discrete": rows}}`` against the action spaces
     (``Description.actions.behaviors``) and the decision agents of the last event: known behaviors, one row per
     decision agent (at most ``max_agents``: ``limits.agents``), row widths as the space says, discrete values
@@ -170,10 +178,10 @@ class MLAgentsSession:
         self.spaces = dict(description.actions.behaviors)
         self.specs = behavior_views(description)  # the jobs' reading of a description: one for both
 
-    def step(self, app: Any, owner: str, session_id: str, data: Any):
+    def step(self, app: ServiceApp, owner: str, session_id: str, data: Any):
         return self.begin_step(app, owner, session_id, data)()
 
-    def begin_step(self, app: Any, owner: str, session_id: str, data: Any):
+    def begin_step(self, app: ServiceApp, owner: str, session_id: str, data: Any):
         """:meth:`step` in two halves (``SessionRegistry.begin_step``): checked and started now, the function
         returned gives the event."""
         if not isinstance(data, dict):
@@ -184,11 +192,11 @@ class MLAgentsSession:
         last = entry.session.last_event
         counts = {name: len(steps) for name, steps in last.decision_steps.items()} if last is not None else {}
         actions = {name: a.model_dump(exclude_none=True) for name, a in body.actions.items()}
-        check_actions(actions, self.spaces, counts, app.policy.limits.agents)
+        check_behavior_actions(actions, self.spaces, counts, app.policy.limits.agents)
         receive = app.sessions.begin_step(owner, session_id, action_arrays(actions, self.spaces, counts))
         return lambda: self._seen(entry, receive())
 
-    def reset(self, app: Any, owner: str, session_id: str, data: Any):
+    def reset(self, app: ServiceApp, owner: str, session_id: str, data: Any):
         body = validate_body(MLAgentsReset, data)
         event = app.sessions.reset(owner, session_id, None, body.environment_parameters)
         return self._seen(app.sessions.get(owner, session_id), event)
@@ -206,7 +214,7 @@ class _OneShotGame:
     """A one-shot render's game as the jobs' episode driver takes one (``MLAgentsSeat``'s simulator): a temporary
     session of the requester, launched (and so reset) for the unit; ``stop()`` ends it."""
 
-    def __init__(self, app: Any, owner: str, kwargs: dict, request_doc: dict):
+    def __init__(self, app: ServiceApp, owner: str, kwargs: dict, request_doc: dict):
         self._block = one_shot_session(app, owner, {**kwargs, "protocol": MLAGENTS}, request_doc)
         self.session = self._block.__enter__()
 
@@ -224,7 +232,7 @@ class _OneShotGame:
         self._block.__exit__(None, None, None)
 
 
-def _controller_kwargs(app: Any, env: MLAgentsEnvironmentSpec, auto_restart: bool) -> dict:
+def _controller_kwargs(app: ServiceApp, env: MLAgentsEnvironmentSpec, auto_restart: bool) -> dict:
     kwargs = {**env.controller_kwargs(), "protocol": MLAGENTS}
     kwargs["log_dir"] = str(app.config.data_root / "player-logs")
     kwargs["max_restarts"] = max(1, env.max_restarts) if auto_restart else 0
@@ -239,7 +247,7 @@ class MLAgentsFamily:
     render_body = MLAgentsRenderRequest
     job_body = MLAgentsJobSpec
 
-    def create_session(self, app: Any, owner: str, data: Any):
+    def create_session(self, app: ServiceApp, owner: str, data: Any):
         body = validate_body(MLAgentsSessionCreate, data)
         app.policy.check_game(body.environment)
         kwargs = _controller_kwargs(app, body.environment, body.auto_restart)
@@ -258,7 +266,7 @@ class MLAgentsFamily:
         return app.sessions.create(owner, kwargs, body.model_dump(mode="json"), auto_restart=body.auto_restart,
                                    adapt=adapt, failure="its record section names what the game does not have")
 
-    def render(self, app: Any, owner: str, data: Any, fmt: str, json_as_sent: bool) -> list[dict]:
+    def render(self, app: ServiceApp, owner: str, data: Any, fmt: str, json_as_sent: bool) -> list[dict]:
         from unirender.jobs.mlagents_episodes import MLAgentsSeat, expand_mlagents_units, run_mlagents_frames
 
         body = validate_body(MLAgentsRenderRequest, data)
@@ -277,7 +285,7 @@ class MLAgentsFamily:
                 seat.stop()
         return docs
 
-    def job_spec(self, app: Any, data: Any):
+    def job_spec(self, app: ServiceApp, data: Any):
         """Validated as the loader does (strict types first), its game checked."""
         from unirender.spec import load_spec
 
@@ -288,3 +296,6 @@ class MLAgentsFamily:
 
 
 FAMILY = MLAgentsFamily()
+
+
+__getattr__ = renamed(__name__, {"BehaviorActions": "BehaviorActionsBody", "check_actions": "check_behavior_actions"})

@@ -10,11 +10,11 @@ from unirender.errors import SpecError
 from unirender.spec import EnvironmentSpec, EpisodeSpec, RenderSpec, format_errors, validation_problems
 
 
-class _Body(BaseModel):
+class StrictBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class SessionCreate(_Body):
+class SessionCreate(StrictBody):
     """POST /v1/sessions."""
 
     environment: EnvironmentSpec = Field(default_factory=EnvironmentSpec)
@@ -23,14 +23,14 @@ class SessionCreate(_Body):
     auto_restart: bool = Field(False, description="restart the player if it crashes (the episode is lost)")
 
 
-class ResetBody(_Body):
+class ResetBody(StrictBody):
     """POST /v1/sessions/{id}/reset: a scene and Initialize parameters, as ``Controller.reset``."""
 
     model_config = ConfigDict(extra="allow")
     scene: str | None = Field(None, min_length=1)
 
 
-class RenderRequest(_Body):
+class RenderRequest(StrictBody):
     """POST /v1/render: one episode rendered on a temporary player, all frames in the response."""
 
     environment: EnvironmentSpec = Field(default_factory=EnvironmentSpec)

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from unirender.service.errors import ApiError
+
+if TYPE_CHECKING:
+    from unirender.service.app import ServiceApp
 
 # Frames one /v1/render may return: bigger renders are jobs.
 MAX_RENDER_FRAMES = 256
@@ -39,7 +42,7 @@ class NotSteppable:
     def __init__(self, why: str):
         self.why = why
 
-    def step(self, app: Any, owner: str, session_id: str, data: Any):
+    def step(self, app: ServiceApp, owner: str, session_id: str, data: Any):
         app.sessions.get(owner, session_id)  # 404/410 first, as for any session
         raise ApiError(409, "session_busy", f"session {session_id} {self.why}; it takes no steps or resets")
 
@@ -54,7 +57,7 @@ STARTING = NotSteppable("is still being set up")
 
 
 @contextlib.contextmanager
-def one_shot_session(app: Any, owner: str, controller_kwargs: dict, request_doc: dict) -> Iterator[Any]:
+def one_shot_session(app: ServiceApp, owner: str, controller_kwargs: dict, request_doc: dict) -> Iterator[Any]:
     """A session of ``owner`` (counted against their limits, never restarted) for the length of the block,
     marked busy (the idle reaper leaves it alone); the backend's ``Session`` is what the block drives. The API
     cannot step it (:data:`ONE_SHOT`)."""

@@ -1,6 +1,6 @@
 """Every limit the service puts on what a player is asked to do, applied in one place to every action, whichever
 endpoint it came from: a session's step, a one-shot render's episode, a job's episodes. (An ML-Agents step's
-actions are checked against the game's action spaces by its family, ``service.mlagents_sessions.check_actions``.)
+actions are checked against the game's action spaces by its family, ``service.mlagents_sessions.check_behavior_actions``.)
 
 Episodes are checked before any player starts, by walking their actions the way the episode driver
 (``jobs.episodes.run_unit``) will run them: a reset (its cameras re-added), then each action in order. So a

@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class ServiceSession:
+class SessionEntry:
     id: str
     owner: str
     session: Session
@@ -59,7 +59,7 @@ class ServiceSession:
 
 
 class SessionRegistry:
-    """Thread-safe map of session id -> ServiceSession, enforcing per-token and global limits."""
+    """Thread-safe map of session id -> SessionEntry, enforcing per-token and global limits."""
 
     _TOMBSTONES = 1024  # remember why recently ended sessions ended (410 instead of a bare 404)
 
@@ -81,7 +81,7 @@ class SessionRegistry:
         self.sessions_per_token = sessions_per_token
         self.steps_per_second = steps_per_second
         self.idle_timeout_s = idle_timeout_s
-        self._sessions: dict[str, ServiceSession] = {}
+        self._sessions: dict[str, SessionEntry] = {}
         self._ended: OrderedDict[str, tuple[str, str]] = OrderedDict()  # id -> (owner, reason)
         self._pending: dict[str, int] = {}  # owner -> sessions being created
         self._lock = threading.Lock()
@@ -137,7 +137,7 @@ class SessionRegistry:
             self.store.expire_sessions(now - self.lost_retention_s)
         return len(old)
 
-    def _record(self, entry: ServiceSession) -> None:
+    def _record(self, entry: SessionEntry) -> None:
         if self.store is None:
             return
         try:
@@ -155,7 +155,7 @@ class SessionRegistry:
             log.exception("removing the record of session %s", session_id)
 
     # -- lookup ----------------------------------------------------------------------------------------
-    def get(self, owner: str, session_id: str) -> ServiceSession:
+    def get(self, owner: str, session_id: str) -> SessionEntry:
         with self._lock:
             s = self._sessions.get(session_id)
             if s is not None and s.owner == owner:
@@ -169,7 +169,7 @@ class SessionRegistry:
         # Another owner's session is indistinguishable from a missing one.
         raise ApiError(404, "session_not_found", f"no session {session_id!r}")
 
-    def list(self, owner: str) -> list[ServiceSession]:
+    def list(self, owner: str) -> list[SessionEntry]:
         with self._lock:
             return [s for s in self._sessions.values() if s.owner == owner]
 
@@ -179,7 +179,7 @@ class SessionRegistry:
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def create(self, owner: str, controller_kwargs: dict, environment: dict, *, auto_restart: bool,
-               adapt: Callable[[ServiceSession], Any] | None = None, failure: str = "") -> ServiceSession:
+               adapt: Callable[[SessionEntry], Any] | None = None, failure: str = "") -> SessionEntry:
         """A new session of ``owner``'s, its player started with ``controller_kwargs``; ``adapt(entry)`` makes its
         family's adapter (``entry.adapter``): a session whose adapter cannot be made is deleted (``failure``: why,
         as its record says) and the error raised."""
@@ -201,7 +201,7 @@ class SessionRegistry:
         finally:
             with self._lock:
                 self._pending[owner] -= 1
-        entry = ServiceSession(
+        entry = SessionEntry(
             id=session.id, owner=owner, session=session, environment=environment,
             auto_restart=auto_restart, bucket=TokenBucket(self.steps_per_second),
         )
@@ -230,7 +230,7 @@ class SessionRegistry:
         entry = self.get(owner, session_id)
         self._end(entry, reason)
 
-    def _end(self, entry: ServiceSession, reason: str, *, shutdown: bool = False) -> None:
+    def _end(self, entry: SessionEntry, reason: str, *, shutdown: bool = False) -> None:
         with self._lock:
             if self._sessions.pop(entry.id, None) is None:
                 return  # somebody else ended it already
@@ -276,7 +276,7 @@ class SessionRegistry:
         return [e.id for e in idle]
 
     @contextlib.contextmanager
-    def hold(self, entry: ServiceSession):
+    def hold(self, entry: SessionEntry):
         """Mark a session busy while driving it directly (one-shot renders): the reaper leaves it alone."""
         with self._lock:
             entry.busy += 1
@@ -288,11 +288,8 @@ class SessionRegistry:
                 entry.last_used = time.monotonic()
 
     # -- actions ---------------------------------------------------------------------------------------
-    def step(self, owner: str, session_id: str, action: dict):
-        return self.begin_step(owner, session_id, action)()
-
     def begin_step(self, owner: str, session_id: str, action: dict) -> Callable[[], Any]:
-        """:meth:`step` in two halves (``Session.begin_step``): checked and started now, the function returned
+        """One step in two halves (``Session.begin_step``): checked and started now, the function returned
         gives the event (or raises the step's ``ApiError``). Call it in any case: the session is busy until
         then."""
         entry = self._enter(owner, session_id, rate_limited=True)
@@ -310,7 +307,7 @@ class SessionRegistry:
         entry = self._enter(owner, session_id, rate_limited=rate_limited)
         return self._leave(entry, time.perf_counter(), lambda: fn(entry.session))
 
-    def _enter(self, owner: str, session_id: str, *, rate_limited: bool) -> ServiceSession:
+    def _enter(self, owner: str, session_id: str, *, rate_limited: bool) -> SessionEntry:
         """The caller's session, within its rate limit, marked busy (the reaper leaves it alone)."""
         entry = self.get(owner, session_id)
         if rate_limited:
@@ -325,7 +322,7 @@ class SessionRegistry:
             entry.busy += 1
         return entry
 
-    def _leave(self, entry: ServiceSession, started: float, call: Callable[[], Any]):
+    def _leave(self, entry: SessionEntry, started: float, call: Callable[[], Any]):
         """``call()``'s event (the session's step or reset), counted and shown to the console's viewers; a failure
         as the API's error; the session no longer busy."""
         try:
@@ -347,7 +344,7 @@ class SessionRegistry:
         entry.frames.publish(event)
         return event
 
-    def _after_crash(self, entry: ServiceSession, exc: BaseException) -> ApiError:
+    def _after_crash(self, entry: SessionEntry, exc: BaseException) -> ApiError:
         """The player failed during this request. The Controller restarts a crashed player itself when the
         session asked for that (``max_restarts``) and raises RestartError; anything else ends the session."""
         error = from_unirender_error(exc)

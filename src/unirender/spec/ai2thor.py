@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import TYPE_CHECKING
 
+from unirender.deprecation import renamed
 from unirender.spec.errors import did_you_mean
 from unirender.spec.models import JobSpec
 from unirender.spec.sources import raise_problems
@@ -40,7 +41,7 @@ def check_builtin_scenes(spec: JobSpec) -> None:
     raise_problems(spec, errors)
 
 
-def check_actions(spec: JobSpec) -> list[tuple[str, str]]:
+def check_action_names(spec: JobSpec) -> list[tuple[str, str]]:
     """Every action name in the episodes against the builtin player's actions. With the builtin player an
     unknown name is a SpecError (with a "did you mean"); a Unity build's actions cannot be known from here, so
     for one the same findings are returned as warnings and the job may go ahead."""
@@ -70,3 +71,6 @@ def platform_request(spec: JobSpec) -> PlatformRequest:
 
     env = spec.environment
     return PlatformRequest.of(env, headless=env.headless, builtin=env.is_builtin)
+
+
+__getattr__ = renamed(__name__, {"check_actions": "check_action_names"})

@@ -21,7 +21,7 @@ Position = tuple[int, int]  # (line, column), 1-based
 MAX_PROBLEMS = 20  # a spec with more is usually one systematic mistake; the first ones show it
 
 
-class _FieldError(ValueError):
+class FieldError(ValueError):
     """A model-level rule that belongs to one field: reported under that field's path."""
 
     def __init__(self, field: str, message: str):
@@ -87,7 +87,7 @@ def _describe(err: dict, data: Any, model: type[BaseModel], prefix: str) -> Prob
     message = err["msg"]
     ctx = err.get("ctx") or {}
     cause = ctx.get("error")
-    if isinstance(cause, _FieldError):
+    if isinstance(cause, FieldError):
         loc = loc + cause.field.split(".")
         message = str(cause)
     elif isinstance(cause, ValueError):

@@ -52,7 +52,7 @@ SPEC_FAMILIES: dict[str, SpecFamily] = {
         EnvironmentSpec,
         protocol_field=False,
         check_builtin_scenes=ai2thor.check_builtin_scenes,
-        check_actions=ai2thor.check_actions,
+        check_actions=ai2thor.check_action_names,
     ),
     MLAGENTS: SpecFamily(
         MLAGENTS,

@@ -26,16 +26,15 @@ from pydantic import (
 )
 
 from unirender.simulator import MLAGENTS
-from unirender.spec.errors import _FieldError, did_you_mean
+from unirender.spec.errors import FieldError, did_you_mean
 from unirender.spec.models import (
     ALLOW_FLAT_CAMERAS_HELP,
-    BUILD_HELP,
     BUILTIN,
+    BuildEnvironment,
+    BuildReference,
     JobSpecBase,
     OutputSpec,
-    _Strict,
-    check_build_reference,
-    without_unset_build,
+    StrictModel,
     without_unset_flag,
 )
 from unirender.spec.sources import raise_problems
@@ -49,23 +48,23 @@ BUILTIN_BEHAVIORS = ("ReachTarget?team=0",)
 MLAgentsPlatform = Literal["auto", "Linux64", "CloudRendering", "EGL"]
 
 
-class UniformParameters(_Strict):
+class UniformParameters(StrictModel):
     min_value: float
     max_value: float
 
     @model_validator(mode="after")
     def _ordered(self) -> UniformParameters:
         if self.min_value > self.max_value:
-            raise _FieldError("max_value", f"must be >= min_value ({self.min_value})")
+            raise FieldError("max_value", f"must be >= min_value ({self.min_value})")
         return self
 
 
-class GaussianParameters(_Strict):
+class GaussianParameters(StrictModel):
     mean: float
     st_dev: float = Field(ge=0)
 
 
-class MultiRangeParameters(_Strict):
+class MultiRangeParameters(StrictModel):
     intervals: list[tuple[float, float]] = Field(min_length=1)
 
     @field_validator("intervals")
@@ -79,7 +78,7 @@ class MultiRangeParameters(_Strict):
         return value
 
 
-class _SamplerBase(_Strict):
+class _SamplerBase(StrictModel):
     seed: int | None = Field(
         None, description="added to the episode's seed; omitted: the parameter's position in the mapping"
     )
@@ -151,7 +150,7 @@ def resolve_parameters(parameters: dict[str, ParameterValue], episode_seed: int)
     return out
 
 
-class MLAgentsEnvironmentSpec(_Strict):
+class MLAgentsEnvironmentSpec(BuildEnvironment):
     """What to launch: maps one to one onto :class:`unirender.mlagents.MLAgentsController` arguments."""
 
     protocol: Literal["mlagents"]
@@ -174,27 +173,15 @@ class MLAgentsEnvironmentSpec(_Strict):
     environment_parameters: dict[str, ParameterValue] = Field(
         default_factory=dict, description="numbers or ML-Agents samplers; episodes may override keys"
     )
-    build: str | None = Field(None, min_length=1, description=BUILD_HELP)
-
-    _build_reference = field_validator("build")(classmethod(lambda cls, value: check_build_reference(value)))
-
-    @model_serializer(mode="wrap")
-    def _omit_unset_build(self, handler):
-        return without_unset_build(handler(self))
+    build: BuildReference = None
 
     @model_validator(mode="after")
     def _platform_runs_executable(self) -> MLAgentsEnvironmentSpec:
-        if self.build is not None and self.executable != BUILTIN:
-            raise _FieldError("build", "give either 'build' (a store reference) or 'executable' (a path), not both")
         if self.platform == "EGL" and not self.is_builtin:
-            raise _FieldError(
+            raise FieldError(
                 "platform", "'EGL' only runs the builtin reference player; use 'auto' for a build"
             )
         return self
-
-    @property
-    def is_builtin(self) -> bool:
-        return self.build is None and self.executable == BUILTIN
 
     @property
     def build_name(self) -> str:
@@ -221,7 +208,7 @@ class MLAgentsEnvironmentSpec(_Strict):
         }
 
 
-class ScriptedAction(_Strict):
+class ScriptedAction(StrictModel):
     """One step's actions: a list is given to every agent, a list of lists is one row per agent (in decision
     order; an agent beyond the rows gets the last row)."""
 
@@ -229,16 +216,16 @@ class ScriptedAction(_Strict):
     discrete: list[int] | list[list[int]] | None = None
 
 
-class RandomPolicy(_Strict):
+class RandomPolicy(StrictModel):
     kind: Literal["random"]
     seed: int = Field(0, description="with the episode's seed and the step number: each step's draw is fixed")
 
 
-class ZerosPolicy(_Strict):
+class ZerosPolicy(StrictModel):
     kind: Literal["zeros"]
 
 
-class ScriptedPolicy(_Strict):
+class ScriptedPolicy(StrictModel):
     kind: Literal["scripted"]
     actions: list[ScriptedAction] = Field(min_length=1)
 
@@ -247,7 +234,7 @@ POLICY_KINDS = ("random", "zeros", "scripted")
 Policy = Annotated[RandomPolicy | ZerosPolicy | ScriptedPolicy, Field(discriminator="kind")]
 
 
-class MLAgentsEpisodeSpec(_Strict):
+class MLAgentsEpisodeSpec(StrictModel):
     """``steps`` steps after a reset, with one action policy. ``repeat`` runs it again with seed + i."""
 
     name: str | None = Field(None, pattern=r"^[A-Za-z0-9_\-]+$", max_length=64)
@@ -269,10 +256,10 @@ class MLAgentsEpisodeSpec(_Strict):
         scripted = self.policy.actions if isinstance(self.policy, ScriptedPolicy) else None
         if self.steps is None:
             if scripted is None:
-                raise _FieldError("steps", "required (how many steps to take after the reset)")
+                raise FieldError("steps", "required (how many steps to take after the reset)")
             self.steps = len(scripted)
         elif scripted is not None and self.steps > len(scripted):
-            raise _FieldError(
+            raise FieldError(
                 "steps", f"{self.steps} steps but the scripted policy lists {len(scripted)} actions"
             )
         return self
@@ -287,7 +274,7 @@ class MLAgentsEpisodeSpec(_Strict):
         return self.name or "episode"
 
 
-class RecordSpec(_Strict):
+class RecordSpec(StrictModel):
     """What every frame keeps: the sensors (cameras become images, others float vectors in the metadata) of the
     behaviors listed (omitted: all)."""
 

@@ -9,12 +9,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Annotated, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from unirender.simulator import AI2THOR, BUILTIN
-from unirender.spec.errors import _FieldError
+from unirender.spec.errors import FieldError
 
 Modality = Literal["rgb", "depth", "instance_segmentation", "semantic_segmentation", "normals", "flow"]
 MODALITIES: tuple[str, ...] = Modality.__args__  # type: ignore[attr-defined]
@@ -43,7 +51,7 @@ CONTROLLER_KEYS = {
 }  # fmt: skip
 
 
-class _Strict(BaseModel):
+class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True)
 
 
@@ -88,6 +96,35 @@ def without_unset_build(data: Any) -> Any:
     return data
 
 
+BuildReference = Annotated[
+    str | None, Field(min_length=1, description=BUILD_HELP), AfterValidator(check_build_reference)
+]  # ``environment.build`` of every family (declared in each model where it stood, so dumps keep their order)
+
+
+class BuildEnvironment(StrictModel):
+    """What every family's environment model shares about ``build``: its dump leaves it out while unset, it and
+    ``executable`` are exclusive (checked before the model's own validators), ``is_builtin``. The model declares
+    ``build: BuildReference = None`` and ``executable`` itself."""
+
+    if TYPE_CHECKING:  # the model's own fields (declared here they would move to the front of its dump)
+        build: str | None
+        executable: str
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_build(self, handler):
+        return without_unset_build(handler(self))
+
+    @model_validator(mode="after")
+    def _one_build_source(self):
+        if self.build is not None and self.executable != BUILTIN:
+            raise FieldError("build", "give either 'build' (a store reference) or 'executable' (a path), not both")
+        return self
+
+    @property
+    def is_builtin(self) -> bool:
+        return self.build is None and self.executable == BUILTIN
+
+
 def hash_build(environment: dict[str, Any], build_digest: str | None) -> None:
     """In a content hash, the build's bytes stand for it, not the path or name it was reached by."""
     if build_digest is not None:
@@ -104,7 +141,7 @@ def without_unset_flag(section: BaseModel, data: Any) -> Any:
     return data
 
 
-class Vec3(_Strict):
+class Vec3(StrictModel):
     x: float = 0.0
     y: float = 0.0
     z: float = 0.0
@@ -120,7 +157,7 @@ def _rotation(value: Any) -> Any:
     return value
 
 
-class EnvironmentSpec(_Strict):
+class EnvironmentSpec(BuildEnvironment):
     """What to launch and how: maps one to one onto :class:`unirender.Controller` arguments."""
 
     executable: str = Field(BUILTIN, min_length=1, description="path to a Unity build, or 'builtin'")
@@ -140,13 +177,7 @@ class EnvironmentSpec(_Strict):
     initialize: dict[str, Any] = Field(
         default_factory=dict, description="extra Initialize parameters, passed to the player unchanged"
     )
-    build: str | None = Field(None, min_length=1, description=BUILD_HELP)
-
-    _build_reference = field_validator("build")(classmethod(lambda cls, value: check_build_reference(value)))
-
-    @model_serializer(mode="wrap")
-    def _omit_unset_build(self, handler):
-        return without_unset_build(handler(self))
+    build: BuildReference = None
 
     @field_validator("initialize")
     @classmethod
@@ -160,19 +191,13 @@ class EnvironmentSpec(_Strict):
 
     @model_validator(mode="after")
     def _platform_runs_executable(self) -> EnvironmentSpec:
-        if self.build is not None and self.executable != BUILTIN:
-            raise _FieldError("build", "give either 'build' (a store reference) or 'executable' (a path), not both")
         if self.platform == "EGL" and not self.is_builtin:
-            raise _FieldError(
+            raise FieldError(
                 "platform",
                 "'EGL' only runs the builtin reference player; for a Unity build use "
                 "'auto', 'CloudRendering', 'LinuxHeadlessSimulation' or 'Linux64'",
             )
         return self
-
-    @property
-    def is_builtin(self) -> bool:
-        return self.build is None and self.executable == BUILTIN
 
     @property
     def build_name(self) -> str:
@@ -205,7 +230,7 @@ class EnvironmentSpec(_Strict):
         return kwargs
 
 
-class CameraSpec(_Strict):
+class CameraSpec(StrictModel):
     """A third-party camera, added with ``AddThirdPartyCamera`` after every reset."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_\-]+$", max_length=64)
@@ -224,7 +249,7 @@ class CameraSpec(_Strict):
         }
 
 
-class RenderSpec(_Strict):
+class RenderSpec(StrictModel):
     """Which images every recorded frame carries."""
 
     modalities: list[Modality] = Field(default_factory=lambda: ["rgb"], min_length=1)
@@ -267,7 +292,7 @@ class RenderSpec(_Strict):
     @model_validator(mode="after")
     def _coco_needs_instances(self) -> RenderSpec:
         if "coco" in self.annotations and "instance_segmentation" not in self.modalities:
-            raise _FieldError(
+            raise FieldError(
                 "annotations",
                 "'coco' is made from the instance masks: add 'instance_segmentation' to modalities",
             )
@@ -276,7 +301,7 @@ class RenderSpec(_Strict):
     @model_validator(mode="after")
     def _flow_needs_policy(self) -> RenderSpec:
         if "flow" in self.modalities and self.flow_policy is None:
-            raise _FieldError(
+            raise FieldError(
                 "flow_policy",
                 "required when 'flow' is in modalities (flow is measured against a previous frame); "
                 "allowed: 'previous_step'",
@@ -291,7 +316,7 @@ class RenderSpec(_Strict):
         }
 
 
-class PoseSpec(_Strict):
+class PoseSpec(StrictModel):
     position: Vec3
     rotation: Vec3 = Field(default_factory=Vec3)
     horizon: float = Field(0.0, ge=-90, le=90)
@@ -309,7 +334,7 @@ class PoseSpec(_Strict):
         }
 
 
-class GridGenerator(_Strict):
+class GridGenerator(StrictModel):
     """Every reachable position (thinned by ``every``) times every rotation and horizon."""
 
     kind: Literal["grid"]
@@ -319,7 +344,7 @@ class GridGenerator(_Strict):
     max_positions: int | None = Field(None, ge=1)
 
 
-class RandomGenerator(_Strict):
+class RandomGenerator(StrictModel):
     """``count`` poses drawn from the reachable positions with a seeded generator."""
 
     kind: Literal["random"]
@@ -334,7 +359,7 @@ class RandomGenerator(_Strict):
 Generator = Annotated[GridGenerator | RandomGenerator, Field(discriminator="kind")]
 
 
-class EpisodeSpec(_Strict):
+class EpisodeSpec(StrictModel):
     """One scene and what to do in it: an action sequence, poses to visit, or a pose generator.
 
     Frames recorded: for ``actions`` the frame after the reset plus one per action; for ``poses`` and
@@ -386,7 +411,7 @@ class EpisodeSpec(_Strict):
         return None
 
 
-class VideoSpec(_Strict):
+class VideoSpec(StrictModel):
     """``output.video``: mp4 files of every episode beside its frames (``videos/<unit>/<camera>.<modality>.mp4``,
     or one ``tiled.mp4``), encoded while the job renders (docs/video.md)."""
 
@@ -417,7 +442,7 @@ class VideoSpec(_Strict):
         return value
 
 
-class OutputSpec(_Strict):
+class OutputSpec(StrictModel):
     directory: str = Field("out", min_length=1)
     format: Literal["png", "npz", "webdataset"] = "png"
     depth_encoding: Literal["npy", "png16"] = Field(
@@ -451,11 +476,11 @@ class OutputSpec(_Strict):
     @model_validator(mode="after")
     def _depth_encoding_fits_format(self) -> OutputSpec:
         if self.depth_encoding == "png16" and self.format != "png":
-            raise _FieldError("depth_encoding", f"'png16' needs format 'png' (format is {self.format!r})")
+            raise FieldError("depth_encoding", f"'png16' needs format 'png' (format is {self.format!r})")
         return self
 
 
-class JobSpecBase(_Strict):
+class JobSpecBase(StrictModel):
     """What every family's job spec shares: ``version``, ``name``, ``environment``, ``episodes``, ``output``,
     ``workers``, ``max_episode_retries`` (declared in each family's model, in its own order: a spec's dump, key order
     included, is what a dataset's manifest writes), the ``workers`` check and the content hash."""
@@ -517,19 +542,19 @@ class JobSpec(
     @model_validator(mode="after")
     def _combinations(self) -> JobSpec:
         if self.environment.headless:
-            raise _FieldError(
+            raise FieldError(
                 "environment.headless",
                 "true turns image rendering off (renderImage=false on every step, as in AI2-THOR); a "
                 "rendering job needs false (unirender renders offscreen without a window anyway)",
             )
         shadowed = sorted(set(self.environment.initialize) & set(self.render.initialize_params()))
         if shadowed:
-            raise _FieldError(
+            raise FieldError(
                 f"environment.initialize.{shadowed[0]}", "set by render.modalities; remove it here"
             )
         if not self.environment.is_builtin and "flow" in self.render.modalities and self.render.cameras:
             # AI2-THOR builds never fill third-party flow (protocol.md 4.2): a camera could not deliver it.
-            raise _FieldError(
+            raise FieldError(
                 "render.modalities",
                 "'flow' cannot be produced for third-party cameras by a Unity build; drop 'flow' or the "
                 "cameras (the builtin player produces both)",
@@ -543,12 +568,12 @@ class JobSpec(
             return self
         extra = [m for m in video.modalities or [] if m not in self.render.modalities]
         if extra:
-            raise _FieldError("output.video.modalities", f"{extra} not rendered (render.modalities: "
+            raise FieldError("output.video.modalities", f"{extra} not rendered (render.modalities: "
                                                           f"{self.render.modalities})")  # fmt: skip
         known = ["agent", *(c.name for c in self.render.cameras)]
         unknown = [c for c in video.cameras or [] if c not in known]
         if unknown:
-            raise _FieldError("output.video.cameras", f"{unknown}: no such camera (cameras: {known})")
+            raise FieldError("output.video.cameras", f"{unknown}: no such camera (cameras: {known})")
         return self
 
     def controller_kwargs(self) -> dict[str, Any]:

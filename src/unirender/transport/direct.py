@@ -36,12 +36,12 @@ from unirender.protocol.pool import BufferPool
 from unirender.protocol.state import encode_json_action
 from unirender.transport.base import WATCH_PERIOD_S, Transport, deadline_after
 from unirender.transport.hub import (
-    _MAX_FORM_PARTS,
-    _PART_SIZES_MAX,
-    _claimed_token,
-    _count_parts,
-    _form_delimiter,
+    MAX_FORM_PARTS,
+    PART_SIZES_MAX,
+    claimed_token,
+    count_parts,
     error_body,
+    form_delimiter,
 )
 from unirender.transport.serving import ConnectionPolicy
 from unirender.transport.wsgi import wsgi_player_env
@@ -282,10 +282,10 @@ class DirectWsgiTransport(Transport):
             return self._refuse(connection, "405 Method Not Allowed", "/train takes POST")
         content_type = request.headers.get("content-type")
         body = _body_bytes(request.body)
-        delimiter = _form_delimiter(content_type)
-        claims_ours = self.accept_any_token or _claimed_token(content_type, body, delimiter) == self.client_token
-        if not claims_ours and _count_parts(body, delimiter) > _MAX_FORM_PARTS:  # not parsed, nothing built
-            return self._bad(connection, "400 Bad Request", f"/train form has more than {_MAX_FORM_PARTS} parts",
+        delimiter = form_delimiter(content_type)
+        claims_ours = self.accept_any_token or claimed_token(content_type, body, delimiter) == self.client_token
+        if not claims_ours and count_parts(body, delimiter) > MAX_FORM_PARTS:  # not parsed, nothing built
+            return self._bad(connection, "400 Bad Request", f"/train form has more than {MAX_FORM_PARTS} parts",
                              None)  # fmt: skip
         part_sizes = dict(self.part_sizes) if claims_ours else {}
         token = None
@@ -309,7 +309,7 @@ class DirectWsgiTransport(Transport):
                 )
             return None
         self.player_connected = True
-        if len(part_sizes) <= _PART_SIZES_MAX:
+        if len(part_sizes) <= PART_SIZES_MAX:
             self.part_sizes = part_sizes
         connection.verified = True
         connection.reader.trusted = True  # its next bodies get their whole buffer at once

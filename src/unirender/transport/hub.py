@@ -24,16 +24,17 @@ from unirender.transport.serving import (
     ConnectionPolicy,
     apply_connection_policy,
     quick_ack_channel_class,
+    stop_waitress,
     trust_connection,
     waitress_options,
 )
 
 log = logging.getLogger(__name__)
 
-_PART_SIZES_MAX = 128  # part names remembered per player (8 cameras x 7 modalities + the agent's fit)
+PART_SIZES_MAX = 128  # part names remembered per player (8 cameras x 7 modalities + the agent's fit)
 # Parts a form from a sender not yet known may have (a Unity form has metadata, token and up to ~60 images):
 # an unknown sender's form with more is refused after one count, before anything is built from it.
-_MAX_FORM_PARTS = 512
+MAX_FORM_PARTS = 512
 
 
 def _plain(start_response, status: str, text: str) -> list[bytes]:
@@ -153,20 +154,8 @@ class PlayerHub:
         server, self._server = self._server, None
         if server is None:
             return
-        from waitress import wasyncore
-
-        server.task_dispatcher.shutdown(timeout=2)
-        # Close every socket (listener, keep-alive channels) from inside the loop thread, so its poll ends now.
-        try:
-            server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
-        except OSError:
-            wasyncore.close_all(server._map)
-        if self._thread is not None:
-            self._thread.join(5)
-            if self._thread.is_alive():  # pragma: no cover - the loop only ends once its map is empty
-                wasyncore.close_all(server._map)
-                self._thread.join(5)
-            self._thread = None
+        stop_waitress(server, self._thread)
+        self._thread = None
 
     def __enter__(self) -> PlayerHub:
         return self.start()
@@ -207,14 +196,14 @@ class PlayerHub:
         content_type = environ.get("CONTENT_TYPE")
         # The sender's own part sizes, if the token it claims is a registered player's; parsed into a copy that
         # is kept only once the parsed form's token is verified (an unverified form changes nothing here).
-        delimiter = _form_delimiter(content_type)
+        delimiter = form_delimiter(content_type)
         owner = self._owner
-        claimed = self._channel_for(_claimed_token(content_type, body, delimiter))
+        claimed = self._channel_for(claimed_token(content_type, body, delimiter))
         if claimed is None and owner is not None and owner.accept_any_token:
             claimed = owner  # a player we did not launch: whatever token it sends is its own
-        if claimed is None and _count_parts(body, delimiter) > _MAX_FORM_PARTS:  # not parsed, nothing built
+        if claimed is None and count_parts(body, delimiter) > MAX_FORM_PARTS:  # not parsed, nothing built
             return self._bad(environ, start_response, "400 Bad Request",
-                             f"/train form has more than {_MAX_FORM_PARTS} parts", None)
+                             f"/train form has more than {MAX_FORM_PARTS} parts", None)
         part_sizes = dict(claimed.part_sizes) if claimed is not None else {}
         token = None
         try:
@@ -264,7 +253,7 @@ class PlayerHub:
         return _error(start_response, status, text)
 
 
-def _form_delimiter(content_type: str | None) -> bytes | None:
+def form_delimiter(content_type: str | None) -> bytes | None:
     """The part delimiter of a ``multipart/form-data`` body (None for any other body)."""
     if not content_type or not content_type.startswith("multipart/"):
         return None
@@ -272,12 +261,12 @@ def _form_delimiter(content_type: str | None) -> bytes | None:
     return b"\r\n--" + boundary.encode("latin-1") if boundary else None
 
 
-def _count_parts(body, delimiter: bytes | None) -> int:
+def count_parts(body, delimiter: bytes | None) -> int:
     """Parts (or urlencoded fields) in a form: one scan, nothing built."""
     return body.count(delimiter) if delimiter is not None else body.count(b"&") + 1
 
 
-def _claimed_token(content_type: str | None, body, delimiter: bytes | None) -> str | None:
+def claimed_token(content_type: str | None, body, delimiter: bytes | None) -> str | None:
     """The form's ``token`` if it is the last part, as Unity sends it: read from the end of the body without
     scanning the frames before it. Only a claim, to pick whose part sizes to try; the full parse decides."""
     if delimiter is None:

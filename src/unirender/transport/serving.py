@@ -371,3 +371,20 @@ def waitress_options(max_players: int, policy: ConnectionPolicy | None = None) -
         "cleanup_interval": _CLEANUP_INTERVAL_S,
         "recv_bytes": _RECV_BYTES,
     }
+
+
+def stop_waitress(server, thread: Any) -> None:
+    """Stop a waitress ``server`` whose loop runs on ``thread`` (or None): its task threads first, then every socket
+    (listener, keep-alive channels) closed from inside the loop thread, so its poll ends now."""
+    from waitress import wasyncore
+
+    server.task_dispatcher.shutdown(timeout=2)
+    try:
+        server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
+    except OSError:
+        wasyncore.close_all(server._map)
+    if thread is not None:
+        thread.join(5)
+        if thread.is_alive():  # pragma: no cover - the loop only ends once its map is empty
+            wasyncore.close_all(server._map)
+            thread.join(5)

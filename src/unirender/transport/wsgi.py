@@ -19,7 +19,7 @@ from unirender.errors import PlayerError
 from unirender.protocol import Payload
 from unirender.protocol.state import encode_json_action
 from unirender.transport.base import WATCH_PERIOD_S, Transport, deadline_after
-from unirender.transport.hub import _PART_SIZES_MAX, PlayerHub
+from unirender.transport.hub import PART_SIZES_MAX, PlayerHub
 
 _RELEASE = None  # reply-slot value that ends a blocked request without an action (session stopping)
 _REPLY_CHECK_S = 1.0
@@ -97,9 +97,9 @@ class WsgiTransport(Transport):
 
     def verified_request(self, part_sizes: dict[str, int]) -> None:
         """Called by the hub once a request's token is verified as this channel's: the player is in, and the
-        sizes of that form's parts are the ones to try for its next form (at most ``_PART_SIZES_MAX`` names)."""
+        sizes of that form's parts are the ones to try for its next form (at most ``PART_SIZES_MAX`` names)."""
         self.player_connected = True
-        if len(part_sizes) <= _PART_SIZES_MAX:
+        if len(part_sizes) <= PART_SIZES_MAX:
             self.part_sizes = part_sizes
 
     # -- lifecycle ------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import waitress.server
 
+from unirender.transport.serving import stop_waitress
 from unirender.webgl.build import content_headers
 
 HOST_PREFIX = "/__unirender__/"
@@ -78,16 +79,4 @@ class BuildServer:
         server, self.server = self.server, None
         if server is None:
             return
-        from waitress import wasyncore
-
-        server.task_dispatcher.shutdown(timeout=2)
-        # Close every socket (listener, keep-alive channels) from inside the loop thread, so its poll ends now
-        # (the player hub stops its waitress the same way).
-        try:
-            server.trigger.pull_trigger(lambda: wasyncore.close_all(server._map))
-        except OSError:
-            wasyncore.close_all(server._map)
-        self._thread.join(5)
-        if self._thread.is_alive():  # pragma: no cover - the loop only ends once its map is empty
-            wasyncore.close_all(server._map)
-            self._thread.join(5)
+        stop_waitress(server, self._thread)  # as the player hub stops its own

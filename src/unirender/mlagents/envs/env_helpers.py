@@ -7,11 +7,11 @@ from urllib.parse import parse_qs, urlparse
 import numpy as np
 
 
-def _behavior_to_agent_id(behavior_name: str, unique_id: int) -> str:
+def behavior_to_agent_id(behavior_name: str, unique_id: int) -> str:
     return f"{behavior_name}?agent_id={unique_id}"
 
 
-def _agent_id_to_behavior(agent_id: str) -> str:
+def agent_id_to_behavior(agent_id: str) -> str:
     return agent_id.split("?agent_id=")[0]
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from gymnasium import error, spaces
 
 from unirender.mlagents.base_env import BaseEnv
-from unirender.mlagents.envs.env_helpers import _agent_id_to_behavior, _behavior_to_agent_id, sample_mask
+from unirender.mlagents.envs.env_helpers import agent_id_to_behavior, behavior_to_agent_id, sample_mask
 
 
 class UnityPettingzooBaseEnv:
@@ -48,10 +48,10 @@ class UnityPettingzooBaseEnv:
 
     # -- spaces -------------------------------------------------------------------------------------------
     def observation_space(self, agent: str) -> spaces.Space:
-        return self._observation_spaces[_agent_id_to_behavior(agent)]
+        return self._observation_spaces[agent_id_to_behavior(agent)]
 
     def action_space(self, agent: str) -> spaces.Space:
-        return self._action_spaces[_agent_id_to_behavior(agent)]
+        return self._action_spaces[agent_id_to_behavior(agent)]
 
     @property
     def observation_spaces(self) -> dict[str, spaces.Space]:
@@ -121,7 +121,7 @@ class UnityPettingzooBaseEnv:
         for name in self._env.behavior_specs:
             decision, _ = self._env.get_steps(name)
             for row, agent_id in enumerate(decision.agent_id):
-                agent = _behavior_to_agent_id(name, int(agent_id))
+                agent = behavior_to_agent_id(name, int(agent_id))
                 if agent in self._finished:
                     continue
                 self._index[agent] = row
@@ -157,7 +157,7 @@ class UnityPettingzooBaseEnv:
             if agent not in self._index:
                 continue  # finished, or no decision asked this step
             continuous, discrete = self._action_arrays(agent, action)
-            batch, row = batches[_agent_id_to_behavior(agent)], self._index[agent]
+            batch, row = batches[agent_id_to_behavior(agent)], self._index[agent]
             batch.continuous[row] = continuous
             batch.discrete[row] = discrete
         for name, batch in batches.items():
@@ -170,11 +170,11 @@ class UnityPettingzooBaseEnv:
         for name in self._env.behavior_specs:
             decision, terminal = self._env.get_steps(name)
             for row, agent_id in enumerate(decision.agent_id):
-                agent = _behavior_to_agent_id(name, int(agent_id))
+                agent = behavior_to_agent_id(name, int(agent_id))
                 if agent in rewards:
                     rewards[agent] = float(decision.reward[row])
             for row, agent_id in enumerate(terminal.agent_id):
-                agent = _behavior_to_agent_id(name, int(agent_id))
+                agent = behavior_to_agent_id(name, int(agent_id))
                 if agent not in rewards:
                     continue
                 rewards[agent] = float(terminal.reward[row])
@@ -189,7 +189,7 @@ class UnityPettingzooBaseEnv:
         for name in self._env.behavior_specs:  # agents that appeared in this step are reported with the others
             decision, _ = self._env.get_steps(name)
             for row, agent_id in enumerate(decision.agent_id):
-                agent = _behavior_to_agent_id(name, int(agent_id))
+                agent = behavior_to_agent_id(name, int(agent_id))
                 if agent in self._index and agent not in rewards:
                     acting.append(agent)
                     rewards[agent], terminations[agent], truncations[agent] = float(decision.reward[row]), False, False
@@ -207,7 +207,7 @@ class UnityPettingzooBaseEnv:
             action = np.asarray(action, space.dtype)
         if not space.contains(action):
             raise error.Error(f"Invalid action, got {action} but was expecting action from {space}")
-        spec = self._env.behavior_specs[_agent_id_to_behavior(agent)].action_spec
+        spec = self._env.behavior_specs[agent_id_to_behavior(agent)].action_spec
         if isinstance(space, spaces.Tuple):
             return action[0], np.reshape(action[1], (spec.discrete_size,))
         if isinstance(space, spaces.Box):

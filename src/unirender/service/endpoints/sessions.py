@@ -52,7 +52,7 @@ def create_session(app, request, owner):
 
 
 def session_document(entry, doc: dict | None = None, video=None) -> dict:
-    """A session's record (``doc``, default ``ServiceSession.describe()``) plus, for a live one, ``description``:
+    """A session's record (``doc``, default ``SessionEntry.describe()``) plus, for a live one, ``description``:
     its player's ``Session.describe().to_dict()`` (family, actions, observations, where it runs), ``None`` when
     the player cannot say (it has just failed). A session lost in a restart (``entry`` None) is its record as
     listed. What ``POST /v1/sessions`` and ``GET /v1/sessions/{id}`` answer."""

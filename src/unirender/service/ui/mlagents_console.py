@@ -80,10 +80,10 @@ class MLAgentsConsole:
         discrete = _numbers(body.get("discrete") or [0] * len(space.discrete), len(space.discrete), "discrete")
         if any(choice != int(choice) for choice in discrete):
             raise ApiError(422, "invalid_action", "discrete choices are whole numbers")
-        from unirender.service.mlagents_sessions import check_actions
+        from unirender.service.mlagents_sessions import check_behavior_actions
 
         # The API's own check (one for both), on the one row every deciding agent gets: even with none deciding.
-        check_actions({name: {"continuous": [continuous], "discrete": [[int(c) for c in discrete]]}}, behaviors,
+        check_behavior_actions({name: {"continuous": [continuous], "discrete": [[int(c) for c in discrete]]}}, behaviors,
                       {name: 1}, 1)  # fmt: skip
         steps = event.decision_steps.get(name) if event is not None else None
         n = len(steps) if steps is not None else 0
