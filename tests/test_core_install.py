@@ -108,6 +108,32 @@ print(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))
     assert result == []
 
 
+def test_a_remote_mlagents_event_builds_with_core_dependencies_only(core_path):
+    """The client's ML-Agents events are the core MLAgentsEvent (issue 49): built here, where protobuf and grpc
+    cannot even be imported."""
+    result = run_core(core_path, """
+import importlib, json, sys
+import numpy as np
+from unirender.client.mlagents import event_from_document
+from unirender.protocol.mlagents import DecisionSteps, MLAgentsEvent
+doc = {"metadata": {"step": 1, "behaviors": {"A": {"agents": [
+    {"id": 5, "decision": True, "terminal": False, "reward": 0.5, "observations": {"v": [1.0, 2.0]}}]}}},
+    "frames": {"cam.0": np.zeros((2, 2, 3), np.uint8)}}
+event = event_from_document(doc)
+assert isinstance(event, MLAgentsEvent) and isinstance(event.decision_steps["A"], DecisionSteps)
+decision, _ = event.steps()
+unavailable = []
+for name in ["google.protobuf", "grpc"]:
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        unavailable.append(name)
+print(json.dumps([decision.agent_id.tolist(), decision.sensor_names, decision.obs[1][0].tolist(), event.step,
+                  unavailable]))
+""")
+    assert result == [[5], ["cam", "v"], [1.0, 2.0], 1, ["google.protobuf", "grpc"]]
+
+
 def test_controller_steps_a_player_with_core_dependencies_only(core_path, fake_player_exe, tmp_path):  # noqa: F811
     """Driving a (fake) Unity build over FIFO and WSGI needs nothing beyond the core install."""
     result = run_core(core_path, f"""

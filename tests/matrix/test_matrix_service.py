@@ -1,6 +1,6 @@
 """The service layer on every family and backend: a real service (``service.server.Server``: the app on waitress,
 127.0.0.1, an ephemeral port) over the case's backend, driven through the thin client: a session created,
-stepped and reset with typed remote events (AI2-THOR ``Event``, ML-Agents ``RemoteMLAgentsEvent`` with frames),
+stepped and reset with typed remote events (AI2-THOR ``Event``, ML-Agents ``MLAgentsEvent`` with frames),
 described and deleted; and ``/v1/render`` per family."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 
 from unirender.client import Client, RemoteMLAgentsSession, RemoteSession
 from unirender.protocol.event import Event
-from unirender.remote_events import RemoteMLAgentsEvent
+from unirender.protocol.mlagents.events import MLAgentsEvent
 from unirender.service.config import ServiceConfig
 from unirender.service.server import Server
 
@@ -72,7 +72,7 @@ def test_a_served_session_steps_with_typed_events(case, request, tmp_path):
                 behavior = behavior_of(description)
                 n = len(session.reset().decision_steps[behavior])
                 event = session.step({behavior: {"continuous": np.full((n, 2), 0.5), "discrete": [[1]] * n}})
-                assert isinstance(event, RemoteMLAgentsEvent) and event.behavior_names == [behavior]
+                assert isinstance(event, MLAgentsEvent) and event.behavior_names == [behavior]
                 decision, _ = event.steps(behavior)
                 assert len(decision) == n and decision.reward.dtype == np.float32
                 assert_camera(event.frames(behavior)["CameraSensor"], n)
@@ -98,6 +98,6 @@ def test_a_one_shot_render(family_case, request, tmp_path):
                 assert isinstance(event, Event)
                 assert_camera(event.frame)
             else:
-                assert isinstance(event, RemoteMLAgentsEvent)
+                assert isinstance(event, MLAgentsEvent)
                 assert_camera(event.frames()["CameraSensor"])
         assert client.sessions() == []  # the temporary player is gone

@@ -15,7 +15,7 @@ import requests
 
 from unirender.cluster import SessionLostError
 from unirender.errors import PlayerCrashedError
-from unirender.remote_events import RemoteMLAgentsEvent
+from unirender.protocol.mlagents.events import MLAgentsEvent
 
 
 def batch_requests(url: str) -> float:
@@ -40,10 +40,10 @@ def test_session_verbs_return_the_local_event_types(service_case):
         assert session.reset().frame.shape == (40, 48, 3)
     else:
         behavior = next(iter(description.actions.behaviors))
-        assert isinstance(session.last_event, RemoteMLAgentsEvent)
+        assert isinstance(session.last_event, MLAgentsEvent)
         decision, _ = session.step({}).steps(behavior)
         assert decision.frames and next(iter(decision.frames.values())).shape[1:] == (40, 48, 3)
-        assert isinstance(session.reset(), RemoteMLAgentsEvent)
+        assert isinstance(session.reset(), MLAgentsEvent)
     assert session.info()["steps"] == 2
     session.stop()
     assert backend.sessions() == []

@@ -16,7 +16,7 @@ from fixtures import no_leaks  # noqa: F401  (a fixture)
 from unirender._process import ManagedProcess
 from unirender.client import Client, RemoteMLAgentsSession
 from unirender.cluster import create_backend
-from unirender.remote_events import RemoteMLAgentsEvent
+from unirender.protocol.mlagents.events import MLAgentsEvent
 
 BEHAVIOR = "ReachTarget?team=0"
 TOKEN = "ml-token-123"
@@ -94,7 +94,7 @@ def test_service_creates_and_steps_an_mlagents_session(service):
         assert description["actions"]["behaviors"][BEHAVIOR] == {"continuous": 2, "discrete": [3]}
         actions = {BEHAVIOR: {"continuous": np.full((2, 2), 0.5, np.float32), "discrete": [[0], [2]]}}
         event = session.step(actions)
-        assert isinstance(event, RemoteMLAgentsEvent) and event.behavior_names == [BEHAVIOR]
+        assert isinstance(event, MLAgentsEvent) and event.behavior_names == [BEHAVIOR]
         decision, terminal = event.steps(BEHAVIOR)
         assert decision.agent_id.tolist() == [0, 1] and decision.agent_id_to_index == {0: 0, 1: 1}
         assert decision.reward.dtype == np.float32 and len(terminal) == 0

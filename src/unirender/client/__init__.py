@@ -7,7 +7,7 @@
         event.frame, event.depth_frame, event.metadata["agent"]
 
 An ML-Agents environment (``{"protocol": "mlagents", ...}``) gives a :class:`RemoteMLAgentsSession`, whose events
-are :class:`unirender.remote_events.RemoteMLAgentsEvent` (``MLAgentsEvent``'s reading API). Which session class
+are the core :class:`unirender.protocol.mlagents.MLAgentsEvent`, built from arrays (numpy only). Which session class
 answers is looked up once, from the family the service reports for the new session (:data:`REMOTE_SESSIONS`).
 
 Frames travel as msgpack (raw arrays with shape and dtype) over one keep-alive connection per thread.
@@ -290,7 +290,7 @@ class Client:
                record: Mapping | None = None) -> list:
         """One-shot render of an episode on a temporary player -> its events, typed by family: AI2-THOR (scene +
         actions or poses, ``render``) a list of ``Event``; ML-Agents (``environment.protocol: mlagents``: steps
-        of a policy, ``record``) a list of :class:`RemoteMLAgentsEvent`."""
+        of a policy, ``record``) a list of ``MLAgentsEvent``."""
         body: dict[str, Any] = {"environment": _environment_dict(environment), "episode": dict(episode)}
         if render is not None:
             body["render"] = render.model_dump(mode="json") if hasattr(render, "model_dump") else dict(render)
@@ -365,7 +365,7 @@ class RemoteSessionBase(Generic[EventT]):
     ``last_event``, ``last_server_timing``, ``platform``, ``stop()`` (idempotent) and ``with``. The verbs,
     ``step`` and ``reset``, take and return what the family's own controller does: :class:`RemoteSession`
     (AI2-THOR: actions -> ``Event``), :class:`RemoteMLAgentsSession` (ML-Agents: actions per behavior ->
-    :class:`RemoteMLAgentsEvent`)."""
+    ``MLAgentsEvent``)."""
 
     family: str
     lazy_metadata = False  # the event documents' metadata left undecoded for event_of (AI2-THOR's)
@@ -457,7 +457,7 @@ __getattr__ = moved_names(__name__, {
     "RemoteMLAgentsSession": "unirender.client.mlagents:RemoteMLAgentsSession",
     "_event_from_document": "unirender.client.ai2thor:event_from_document",
     "_action_parts": "unirender.client.mlagents:action_parts",
-    "RemoteMLAgentsEvent": "unirender.remote_events:RemoteMLAgentsEvent",
+    "RemoteMLAgentsEvent": "unirender.remote_events:RemoteMLAgentsEvent",  # deprecated: the core MLAgentsEvent
 })
 
 

@@ -1,25 +1,44 @@
-"""The ML-Agents family's client adapter: :class:`RemoteMLAgentsSession`, whose events are
-:class:`unirender.remote_events.RemoteMLAgentsEvent` (``MLAgentsEvent``'s reading API, without protobuf), registered
-in ``client.REMOTE_SESSIONS``."""
+"""The ML-Agents family's client adapter: :class:`RemoteMLAgentsSession`, registered in ``client.REMOTE_SESSIONS``,
+whose events are the core :class:`unirender.protocol.mlagents.MLAgentsEvent` with
+:class:`~unirender.protocol.mlagents.DecisionSteps` / :class:`~unirender.protocol.mlagents.TerminalSteps`, built
+from the arrays of the service's event documents (:func:`event_from_document`; numpy only: the event and steps
+modules load no protobuf, no grpc, no trainer).
+
+What an event document carries, and so what a remote event has (docs/mlagents.md):
+
+- the behaviors and sensors the session records (``record``); ``obs`` lists the recorded sensors in the behavior's
+  sensor order (the session's ``describe()``; without a description, cameras first, then vectors, each in document
+  order; ``sensor_names`` says which), cameras as float32 in [0, 1] in the sensor's layout as the description
+  gives it (``(n, C, H, W)`` for a CHW sensor of a current game; without a description ``(n, H, W, C)``, as the
+  frames are);
+- one record per agent: its id, rewards and decision/terminal flags (an agent in both the decision and the
+  terminal steps, whose episode ended and whose next one already wants a decision, carries the decision step's
+  camera frames and observations in both); ``group_id`` and ``group_reward`` are not sent (zeros: no group),
+  ``action_mask`` is None, ``stats`` and side-channel messages stay on the service (empty);
+- ``metadata``: the document's metadata as sent (``step``, ``behaviors``), for code that reads the records.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from unirender.client import RemoteSessionBase
-from unirender.remote_events import RemoteMLAgentsEvent
+from unirender.protocol.mlagents.events import MLAgentsEvent
+from unirender.protocol.mlagents.steps import ArraySensors, DecisionSteps, TerminalSteps
 from unirender.simulator import MLAGENTS
 
 if TYPE_CHECKING:
     from unirender.client import Client
 
 
-class RemoteMLAgentsSession(RemoteSessionBase[RemoteMLAgentsEvent]):
+class RemoteMLAgentsSession(RemoteSessionBase[MLAgentsEvent]):
     """An ML-Agents session: ``step({behavior: {"continuous": rows, "discrete": rows}})`` (arrays or lists, one
-    row per decision agent; a behavior left out gets zeros) and ``reset(**environment_parameters)`` return a
-    :class:`RemoteMLAgentsEvent` (``steps(behavior)``, ``frames(behavior)``, ``decision_steps``, ... as
-    ``MLAgentsEvent``; ``metadata``: the records as sent)."""
+    row per decision agent; a behavior left out gets zeros) and ``reset(**environment_parameters)`` return an
+    :class:`MLAgentsEvent` (``steps(behavior)``, ``frames(behavior)``, ``decision_steps``, ...; ``metadata``: the
+    records as sent, ``step``: the service's step count)."""
 
     family = MLAGENTS
 
@@ -28,15 +47,15 @@ class RemoteMLAgentsSession(RemoteSessionBase[RemoteMLAgentsEvent]):
         self._described = info.get("description")  # the sensors' order and shapes, once
 
     @staticmethod
-    def event_of(doc: dict, description: dict | None) -> RemoteMLAgentsEvent:
-        return RemoteMLAgentsEvent.from_document(doc, description)
+    def event_of(doc: dict, description: dict | None) -> MLAgentsEvent:
+        return event_from_document(doc, description)
 
     def _description(self) -> dict | None:
         if self._described is None:
             self._described = self.describe()
         return self._described
 
-    def step(self, actions: Mapping | None = None) -> RemoteMLAgentsEvent:
+    def step(self, actions: Mapping | None = None) -> MLAgentsEvent:
         return self._event("step", self.action_body(actions))
 
     def action_body(self, actions: Mapping | None) -> dict:
@@ -44,7 +63,7 @@ class RemoteMLAgentsSession(RemoteSessionBase[RemoteMLAgentsEvent]):
                                    for kind, rows in action_parts(given).items() if rows is not None}
                             for name, given in (actions or {}).items()}}  # fmt: skip
 
-    def reset(self, scene: None = None, **environment_parameters: float) -> RemoteMLAgentsEvent:
+    def reset(self, scene: None = None, **environment_parameters: float) -> MLAgentsEvent:
         """New episodes with ``environment_parameters``; ``scene`` is there for the port's ``reset(scene, ...)``
         (an ML-Agents game has none)."""
         if scene is not None:
@@ -63,4 +82,91 @@ def action_parts(given: Any) -> dict:
     return {"continuous": getattr(given, "continuous", None), "discrete": getattr(given, "discrete", None)}
 
 
-__all__ = ["RemoteMLAgentsSession", "action_parts"]
+def event_from_document(doc: Mapping[str, Any], description: Mapping[str, Any] | None = None) -> MLAgentsEvent:
+    """An event document (``{"metadata": {"step", "behaviors"}, "frames": {"<sensor>.<i>": image}}``, the
+    service's ``mlagents_sessions.mlagents_document``) -> the core :class:`MLAgentsEvent` (see the module doc).
+    ``description``: the session's ``describe()`` as a dict (its sensors' order, shapes and layouts)."""
+    behaviors = doc["metadata"].get("behaviors") or {}
+    frames = doc.get("frames") or {}
+    order, shapes, layouts = _sensors_described(description)
+    decision, terminal = {}, {}
+    for name, record in behaviors.items():
+        prefix = f"{name}." if len(behaviors) > 1 else ""
+        agents = record.get("agents") or []
+        cameras, vectors = _sensors_of(agents, frames, prefix)
+        sensors = [s for s in order.get(name, []) if s in cameras or s in vectors]
+        sensors += [s for s in [*cameras, *vectors] if s not in sensors]
+        rows = _Rows(frames, prefix, sensors, cameras, {s: shapes.get((name, s)) for s in vectors},
+                     {s: layouts.get((name, s)) for s in cameras})
+        decided = [(slot, a) for slot, a in enumerate(agents) if a.get("decision")]
+        ended = [(slot, a) for slot, a in enumerate(agents) if a.get("terminal")]
+        decision[name] = DecisionSteps.from_arrays(*rows(decided, "reward"))
+        terminal[name] = TerminalSteps.from_arrays(
+            *rows(ended, "terminal_reward"), interrupted=[bool(a.get("interrupted")) for _, a in ended])
+    return MLAgentsEvent(decision, terminal, metadata=dict(doc["metadata"]))
+
+
+def _sensors_described(description: Mapping[str, Any] | None) -> tuple[dict[str, list[str]], dict, dict]:
+    """``{behavior: [sensor, ...]}`` in the game's order, ``{(behavior, sensor): shape}`` and ``{(behavior,
+    sensor): layout}`` (where the description says), from a ``Description.to_dict()``."""
+    order: dict[str, list[str]] = {}
+    shapes: dict[tuple[str, str], tuple[int, ...]] = {}
+    layouts: dict[tuple[str, str], str] = {}
+    for obs in (description or {}).get("observations") or []:
+        behavior = obs.get("behavior")
+        if behavior is not None:
+            sensor = obs["key"][len(behavior) + 1:]
+            order.setdefault(behavior, []).append(sensor)
+            shapes[behavior, sensor] = tuple(obs["shape"])
+            if obs.get("layout"):
+                layouts[behavior, sensor] = obs["layout"]
+    return order, shapes, layouts
+
+
+def _sensors_of(agents: Sequence[Mapping], frames: Mapping[str, Any], prefix: str) -> tuple[dict, list[str]]:
+    """A behavior's camera sensors (name -> one of its images, in document order) and vector sensors."""
+    cameras: dict[str, Any] = {}
+    for key, image in frames.items():
+        if key.startswith(prefix):
+            sensor, _, slot = key[len(prefix):].rpartition(".")
+            if sensor and slot.isdigit():
+                cameras.setdefault(sensor, image)
+    vectors: list[str] = []
+    for agent in agents:
+        for sensor in agent.get("observations") or {}:
+            if sensor not in vectors:
+                vectors.append(sensor)
+    return cameras, vectors
+
+
+class _Rows:
+    """The arrays of some of a behavior's agents (their slots in the document's ``agents`` list)."""
+
+    def __init__(self, frames, prefix: str, sensors: list[str], cameras: Mapping[str, Any], shapes: Mapping,
+                 layouts: Mapping):
+        self.frames, self.prefix, self.sensors, self.cameras = frames, prefix, sensors, cameras
+        self.shapes, self.layouts = shapes, layouts
+
+    def __call__(self, rows: list[tuple[int, Mapping]], reward_key: str) -> tuple:
+        """-> ``(agent_id, reward, ArraySensors)`` of ``rows``."""
+        agent_id = np.array([a["id"] for _, a in rows], np.int32)
+        rewards = np.array([a.get(reward_key, a["reward"]) for _, a in rows], np.float32)
+        images = {}
+        for sensor, sample in self.cameras.items():
+            sample = np.asarray(sample)
+            images[sensor] = (np.stack([np.asarray(self.frames[f"{self.prefix}{sensor}.{slot}"]) for slot, _ in rows])
+                              if rows else np.zeros((0, *sample.shape), sample.dtype))  # fmt: skip
+        vectors = {}
+        for sensor in self.sensors:
+            if sensor in images:
+                continue
+            shape = self.shapes.get(sensor)
+            if not rows:
+                vectors[sensor] = np.zeros((0, *(shape or (0,))), np.float32)
+                continue
+            values = np.array([a.get("observations", {}).get(sensor, []) for _, a in rows], np.float32)
+            vectors[sensor] = values.reshape(len(rows), *shape) if shape is not None else values.reshape(len(rows), -1)
+        return agent_id, rewards, ArraySensors(images, vectors, self.sensors, self.layouts)
+
+
+__all__ = ["RemoteMLAgentsSession", "action_parts", "event_from_document"]

@@ -6,8 +6,8 @@ quotas, rate limits, idle reaping and the console's live view apply to it as to 
 kwargs a session is created with become the service's session body (:data:`SESSION_BODIES`: a function in each
 family's cluster adapter, ``cluster/ai2thor.py``, ``cluster/mlagents.py``; the inverse of how the service builds
 controller kwargs from an environment spec; a kwarg no body can say is refused, naming it).
-Events are the local ones' types: AI2-THOR ``Event``; ML-Agents :class:`unirender.remote_events.RemoteMLAgentsEvent`
-(``MLAgentsEvent``'s reading API). The service's error codes come back as the local backends' exceptions
+Events are the local ones' types: AI2-THOR ``Event``; ML-Agents :class:`unirender.protocol.mlagents.MLAgentsEvent`,
+built from the service's arrays. The service's error codes come back as the local backends' exceptions
 (:func:`local_error`).
 
 Batched steps: ``backend.step_many([(session, action), ...])`` steps those sessions in ONE ``POST /v1/steps``

@@ -12,9 +12,10 @@ the PNG bytes decoded, no float round trip. Images are decoded when first read (
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
@@ -187,6 +188,10 @@ class _Sensors:
     def __len__(self) -> int:
         return len(self._spec.observation_specs)
 
+    @property
+    def names(self) -> list[str]:
+        return self._spec.sensor_names
+
     def frames(self) -> dict[str, np.ndarray]:
         out = {}
         for index, obs_spec in enumerate(self._spec.observation_specs):
@@ -197,6 +202,40 @@ class _Sensors:
                 hwc = values.transpose(0, 2, 3, 1) if self._layouts[index] == O.CHW else values
                 out[obs_spec.name] = O.to_frame(hwc * np.float32(255.0))
         return out
+
+
+class ArraySensors:
+    """Observations of n agents given as arrays, as a remote client receives them (numpy only, no protobuf):
+    ``frames`` per camera sensor, uint8 ``(n, H, W, C)`` pixels; ``vectors`` per other sensor, float32
+    ``(n, *shape)``; ``names``: what ``obs[i]`` is (default: the cameras, then the vectors); ``layouts``: a
+    camera's declared layout (``"CHW"`` gives ``obs`` as ``(n, C, H, W)``, as a game's own event does; default
+    HWC). The same reading API as the game's sensors: ``obs`` built per sensor on first read, ``frames`` as given."""
+
+    def __init__(self, frames: Mapping[str, np.ndarray] | None = None, vectors: Mapping[str, np.ndarray] | None = None,
+                 names: Sequence[str] | None = None, layouts: Mapping[str, str | None] | None = None):
+        self._frames = dict(frames or {})
+        self._vectors = {name: np.asarray(values, np.float32) for name, values in (vectors or {}).items()}
+        self._names = list(names) if names is not None else [*self._frames, *self._vectors]
+        self._layouts = dict(layouts or {})
+        unknown = [name for name in self._names if name not in self._frames and name not in self._vectors]
+        if unknown:
+            raise ValueError(f"sensors {unknown} are named but neither frames nor vectors were given for them")
+
+    @property
+    def names(self) -> list[str]:
+        return self._names
+
+    def value(self, index: int) -> np.ndarray:
+        name = self._names[index]
+        if name in self._frames:
+            return O.pixels_to_values(self._frames[name], self._layouts.get(name) or HWC)
+        return self._vectors[name]
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def frames(self) -> dict[str, np.ndarray]:
+        return {name: O.to_frame(pixels) for name, pixels in self._frames.items()}
 
 
 class _LazyObs(Sequence):
@@ -224,10 +263,32 @@ class _Steps:
     reward: np.ndarray  # float32 (n,)
     group_id: np.ndarray  # int32 (n,)
     group_reward: np.ndarray  # float32 (n,)
-    _sensors: _Sensors = field(repr=False)
+    _sensors: _Sensors | ArraySensors = field(repr=False)
+
+    @classmethod
+    def from_arrays(cls, agent_id, reward, sensors: ArraySensors | None = None, *, group_id=None, group_reward=None,
+                    **fields: Any):
+        """Steps from arrays (a remote client's, numpy only): ``agent_id`` ``(n,)``, ``reward`` ``(n,)``, the
+        agents' observations as :class:`ArraySensors`; ``group_id``/``group_reward`` default to zeros (no group);
+        ``fields``: ``action_mask`` (decision steps, default None) or ``interrupted`` (terminal steps, bool
+        ``(n,)``, default all False)."""
+        agent_id = np.asarray(agent_id, np.int32).reshape(-1)
+        n = len(agent_id)
+        if cls is TerminalSteps:
+            fields["interrupted"] = np.asarray(fields.get("interrupted", np.zeros(n, bool)), bool).reshape(n)
+        return cls(agent_id=agent_id, reward=np.asarray(reward, np.float32).reshape(n),
+                   group_id=np.zeros(n, np.int32) if group_id is None else np.asarray(group_id, np.int32),
+                   group_reward=(np.zeros(n, np.float32) if group_reward is None
+                                 else np.asarray(group_reward, np.float32)),
+                   _sensors=sensors if sensors is not None else ArraySensors(), **fields)  # fmt: skip
 
     def __len__(self) -> int:
         return len(self.agent_id)
+
+    @property
+    def sensor_names(self) -> list[str]:
+        """What ``obs[i]`` is: the sensors' names, in order."""
+        return list(self._sensors.names)
 
     @cached_property
     def obs(self) -> Sequence[np.ndarray]:

@@ -18,18 +18,15 @@ from __future__ import annotations
 import enum
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-
-import numpy as np
+from dataclasses import dataclass
 
 from unirender.protocol.mlagents import communicator_objects_pb2 as pb
 from unirender.protocol.mlagents import side_channels as sc
 from unirender.protocol.mlagents.errors import CommunicatorStoppedError, MLAgentsProtocolError
+from unirender.protocol.mlagents.events import MLAgentsEvent
 from unirender.protocol.mlagents.steps import (
     ActionTuple,
     BehaviorSpec,
-    DecisionSteps,
-    TerminalSteps,
     behavior_spec_from,
     coerce_actions,
     fill_action_list,
@@ -69,45 +66,6 @@ class UnityInfo:
     package_version: str
     capabilities: dict[str, bool]
     layout: str  # HWC | CHW: the package generation's (unless overridden); see ObservationSpec.layout per sensor
-
-
-@dataclass
-class MLAgentsEvent:
-    """One Unity output, decoded (what ``reset()``/``step()`` return).
-
-    - ``decision_steps[behavior]`` / ``terminal_steps[behavior]``: :class:`DecisionSteps` / :class:`TerminalSteps`
-      (an agent whose episode just ended and that already wants its next decision is in both).
-    - ``frames(behavior)``: the decision agents' camera frames, ``{sensor name: uint8 (n, H, W, C)}``.
-    - ``stats``: the stats channel's records, ``{key: [(value, aggregation), ...]}``.
-    - ``side_channel_messages``: every other side-channel record (user channels), unparsed, in order.
-    """
-
-    decision_steps: dict[str, DecisionSteps]
-    terminal_steps: dict[str, TerminalSteps]
-    stats: dict[str, list[tuple[float, sc.StatsAggregation | int]]] = field(default_factory=dict)
-    side_channel_messages: list[sc.SideChannelMessage] = field(default_factory=list)
-    new_behaviors: list[str] = field(default_factory=list)
-
-    @property
-    def behavior_names(self) -> list[str]:
-        return list(self.decision_steps)
-
-    def _name(self, behavior: str | None) -> str:
-        if behavior is None:
-            if len(self.decision_steps) != 1:
-                raise ValueError(f"pass a behavior name; this environment has {self.behavior_names}")
-            return next(iter(self.decision_steps))
-        if behavior not in self.decision_steps:
-            raise KeyError(f"unknown behavior {behavior!r}; known: {self.behavior_names}")
-        return behavior
-
-    def frames(self, behavior: str | None = None) -> dict[str, np.ndarray]:
-        """``{sensor name: uint8 (n, H, W, C)}`` for the decision agents of ``behavior`` (default: the only one)."""
-        return self.decision_steps[self._name(behavior)].frames
-
-    def steps(self, behavior: str | None = None) -> tuple[DecisionSteps, TerminalSteps]:
-        name = self._name(behavior)
-        return self.decision_steps[name], self.terminal_steps[name]
 
 
 @dataclass
