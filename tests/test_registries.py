@@ -143,14 +143,42 @@ def test_every_line_resolves_where_the_contracts_allow(registry):
     assert problems(registry) == []
 
 
+# The registries the webgl family has a line in so far (issue 48: below the port, gym, the spec and the jobs
+# layers; docs/internals.md, "Measured: the webgl family"). A line added elsewhere fails the test until it is listed.
+WEBGL_WIRED = {
+    "unirender.cluster.simulators:LAUNCHERS",
+    "unirender.cluster.simulators:CAMERA_READERS",
+    "unirender.spec.families:SPEC_FAMILIES",
+    "unirender.jobs.families:JOB_FAMILIES",
+    "unirender.gym.families:GYM_FAMILIES",
+}
+
+
 def test_every_family_has_a_line_in_each_layer_it_is_wired_to():
-    """AI2-THOR and ML-Agents are wired in every layer; WebGL so far below the port and in gym (docs/internals.md,
-    "Measured: the webgl family")."""
+    """AI2-THOR and ML-Agents are wired in every layer; WebGL in the registries of :data:`WEBGL_WIRED`."""
+    webgl = set()
     for registry in REGISTRIES:
         if registry.module in ("unirender.cluster.registry",) or registry.name.endswith("RAY_EVENT_CODECS"):
             continue
         families = {family for family, _ in registry.targets(load_target(registry.name))}
         assert {"ai2thor", "mlagents"} <= families, registry.name
+        if "webgl" in families:
+            webgl.add(registry.name)
+    assert webgl == WEBGL_WIRED
+
+
+@pytest.mark.parametrize("registry_name", sorted(WEBGL_WIRED))
+def test_the_webgl_lines_name_the_webgl_adapters(registry_name):
+    """Each webgl line resolves where the contracts allow (the test above, for the real tables) and names a
+    module of the family's own (``webgl`` in its module's name), or the registry's own default hooks."""
+    registry = next(r for r in REGISTRIES if r.name == registry_name)
+    table = load_target(registry_name)
+    lines = [(family, target) for family, target in registry.targets(table) if family == "webgl"]
+    assert lines, registry_name
+    for _family, target in lines:
+        module = target.partition(":")[0] if isinstance(target, str) else target.__module__
+        assert "webgl" in module or module == registry.module, (registry_name, target)
+    assert problems(registry, {"webgl": table["webgl"]}) == []
 
 
 @pytest.mark.parametrize(("registry_name", "line", "complaint"), [

@@ -10,9 +10,10 @@ from unirender.jobs import load_dataset, render
 from unirender.jobs.episodes import modality_of
 from unirender.spec import load_spec, read_document
 
-# AI2-THOR job examples; examples/mlagents_*.yaml run in tests/mlagents/test_mlagents_jobs.py
+# AI2-THOR job examples; examples/mlagents_*.yaml run in tests/mlagents/test_mlagents_jobs.py, and
+# examples/webgl_*.yaml (they boot headless Chromium, so they are slow tests) in tests/webgl/test_webgl_jobs.py
 EXAMPLES = sorted(
-    p for p in (Path(__file__).parents[2] / "examples").glob("*.*") if not p.name.startswith("mlagents_")
+    p for p in (Path(__file__).parents[2] / "examples").glob("*.*") if not p.name.startswith(("mlagents_", "webgl_"))
 )
 
 

@@ -12,11 +12,11 @@ from unirender.spec import load_spec
 SPECS = {
     "ai2thor": {"episodes": [{"scene": "FloorPlan1_physics", "actions": ["Pass"], "repeat": 2}]},
     "mlagents": {"environment": {"protocol": "mlagents"}, "episodes": [{"steps": 3, "repeat": 2}]},
+    "webgl": {"environment": {"protocol": "webgl", "executable": "game"}, "episodes": [{"repeat": 2}]},
 }
 
 
-# webgl (issue 37) is registered below the jobs layer (cluster.simulators) and has no jobs adapter yet.
-WITH_JOBS = tuple(f for f in FAMILIES if f != "webgl")
+WITH_JOBS = FAMILIES  # every family has a jobs adapter (webgl since issue 48)
 
 
 @pytest.mark.parametrize("family", WITH_JOBS)
@@ -38,13 +38,15 @@ def test_every_family_has_a_jobs_adapter(family):
 
 def test_an_unknown_family_is_a_clear_error():
     assert set(JOB_FAMILIES) == set(WITH_JOBS)
-    with pytest.raises(ValueError, match=r"no jobs adapter for protocol 'http'; known: ai2thor, mlagents"):
+    with pytest.raises(ValueError, match=r"no jobs adapter for protocol 'http'; known: ai2thor, mlagents, webgl"):
         job_family("http")
 
 
 def test_the_family_modules_do_not_import_each_other():
     """Lazy imports included: only the registry names both (by string)."""
     graph = grimp.build_graph("unirender")
-    ai2thor, mlagents = "unirender.jobs.episodes", "unirender.jobs.mlagents_episodes"
-    assert not graph.chain_exists(importer=ai2thor, imported=mlagents)
-    assert not graph.chain_exists(importer=mlagents, imported=ai2thor)
+    modules = ("unirender.jobs.episodes", "unirender.jobs.mlagents_episodes", "unirender.jobs.webgl_episodes")
+    for importer in modules:
+        for imported in modules:
+            if importer != imported:
+                assert not graph.chain_exists(importer=importer, imported=imported), (importer, imported)

@@ -23,6 +23,9 @@ AT_0189EB0 = {
                             "b87728bb86df854d02557b94cfa4ad2153958533a1cd606984d96abdff1726d1"),
     "random_poses.toml": ("e5ab0aba49cc277bd00e6bc0088d97b58c779882d9a513eabc2a25f354cee219",
                           "935f494552c7694f08644d6b4ba506f0433f52b6f8a5ab549b1e20d6e6291ac7"),
+    # added with the webgl spec family (issue 48); held from then on like the others
+    "webgl_game.yaml": ("1233a63aeb26fe1b1f0abc86c2aa07534f9e21043c5d3dec23ebe3c917bcde2d",
+                        "c4afb0e105eb0da0b56842f1a97fb17edaf38bed7b480e98807981d678a01ef3"),
 }  # fmt: skip
 
 

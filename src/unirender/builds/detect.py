@@ -84,7 +84,8 @@ def detect(root: Path, hint_name: str = "") -> BuildInfo:
             executable = str(exes[0].relative_to(root)) if exes else ""
             data = app / "Contents" / "Resources" / "Data"
             version_files = [data / "globalgamemanagers", data / "data.unity3d"]
-        elif (root / "index.html").is_file() and (root / "Build").is_dir():
+        elif (root / "Build").is_dir() and ((root / "index.html").is_file()
+                                            or any((root / "Build").glob("*.loader.js"))):  # fmt: skip
             target = "WebGL"
             version_files = sorted((root / "Build").glob("*.js"))
     names = " ".join(filter(None, [hint_name, root.name, executable]))

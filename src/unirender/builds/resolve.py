@@ -78,6 +78,8 @@ def resolve_build(name: str | os.PathLike, *, platform: str | None = None,
     if not is_reference(text):
         return ResolvedBuild(text)
     stored = (store or BuildStore()).resolve(text, platform=platform, names=False)
+    if stored.executable is None and stored.info.target == "WebGL":
+        return ResolvedBuild(str(stored.root / "Build"), stored)  # the webgl family's name for its folder
     if stored.executable is None:
         raise BuildError(
             f"{text} ({stored.digest}) holds no executable unirender can launch (target {stored.info.target})"
@@ -152,7 +154,7 @@ def named_build_digest(name: str, platform: str | None = None, store: BuildStore
 
 def platform_warning(platform: str | None, target: str) -> str | None:
     """Why a declared platform cannot run a build of ``target`` (None when it can, or nobody knows)."""
-    if target == "WebGL":
+    if target == "WebGL" and platform != "WebGL":  # the webgl family declares platform WebGL
         return ("a WebGL build runs in a browser: neither the AI2-THOR nor the ML-Agents family can launch it as a "
                 "player process; the webgl family runs it in headless Chromium (docs/webgl.md)")  # fmt: skip
     if target in ("StandaloneOSX", "Windows"):

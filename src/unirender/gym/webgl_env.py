@@ -20,18 +20,25 @@ from unirender.gym.session_env import SessionEnv
 
 class WebGLEnv(SessionEnv):
     """``WebGLEnv(controller_kwargs={"executable": build folder, "actions": {...}, ...})`` (the
-    ``WebGLController``'s keywords; ``protocol: webgl`` is implied)."""
+    ``WebGLController``'s keywords; ``protocol: webgl`` is implied) or ``WebGLEnv(environment=...)``: a webgl
+    environment as in a job spec (a mapping, a spec file such as ``examples/webgl_game.yaml``, or the model),
+    loaded by the spec port (errors are SpecErrors with key paths)."""
 
     def __init__(
         self,
-        controller_kwargs: dict,
+        controller_kwargs: dict | None = None,
         *,
+        environment: Any = None,
         max_episode_steps: int | None = None,
         backend: SessionBackend | str = "local",
         backend_options: dict | None = None,
         resources: Resources | None = None,
         render_mode: str | None = None,
     ):
+        if (environment is None) == (controller_kwargs is None):
+            raise ValueError("give either environment or controller_kwargs")
+        if environment is not None:
+            controller_kwargs = _environment_controller_kwargs(environment)
         self._open({**dict(controller_kwargs), "protocol": "webgl"}, backend=backend,
                    backend_options=backend_options, resources=resources, render_mode=render_mode,
                    max_episode_steps=max_episode_steps)
@@ -71,3 +78,16 @@ class WebGLEnv(SessionEnv):
     @staticmethod
     def _info(event) -> dict:
         return {"messages": event.messages, "metadata": event.metadata}
+
+
+def _environment_controller_kwargs(environment: Any) -> dict:
+    """``WebGLController`` kwargs from a webgl environment (``protocol: webgl`` may be left out of a mapping)."""
+    from unirender.spec import load_environment
+    from unirender.spec.webgl import WebGLEnvironmentSpec
+
+    env = load_environment(environment, default="webgl")
+    if not isinstance(env, WebGLEnvironmentSpec):
+        raise ValueError(f"WebGLEnv drives Unity WebGL builds; this environment is protocol "
+                         f"{getattr(env, 'protocol', 'ai2thor')!r}: "
+                         "use unirender.gym.make_env, which picks the env of the environment's family")
+    return env.controller_kwargs()

@@ -13,12 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-from unirender.simulator import AI2THOR, MLAGENTS, load_registered
+from unirender.simulator import AI2THOR, MLAGENTS, WEBGL, load_registered
 
 # family -> "module:attribute" of its adapter (imported on first use: a job of one family loads only its modules)
 JOB_FAMILIES: dict[str, str] = {
     AI2THOR: "unirender.jobs.episodes:AI2THOR_JOBS",
     MLAGENTS: "unirender.jobs.mlagents_episodes:MLAGENTS_JOBS",
+    WEBGL: "unirender.jobs.webgl_episodes:WEBGL_JOBS",
 }
 
 

@@ -16,8 +16,8 @@ from pydantic import BaseModel
 if TYPE_CHECKING:
     from unirender.platforms import PlatformRequest
 
-from unirender.simulator import AI2THOR, MLAGENTS
-from unirender.spec import ai2thor, mlagents
+from unirender.simulator import AI2THOR, MLAGENTS, WEBGL
+from unirender.spec import ai2thor, mlagents, webgl
 from unirender.spec.models import EnvironmentSpec, JobSpec
 
 
@@ -62,6 +62,8 @@ SPEC_FAMILIES: dict[str, SpecFamily] = {
         check_loaded=mlagents.check_builtin_record,
         platform_request=mlagents.platform_request,
     ),
+    WEBGL: SpecFamily(WEBGL, webgl.WebGLJobSpec, webgl.WebGLEnvironmentSpec, protocol_field=True,
+                      check_loaded=webgl.check_episode_actions, platform_request=webgl.platform_request),
 }
 JOB_MODELS: tuple[type[BaseModel], ...] = tuple(f.job_model for f in SPEC_FAMILIES.values())
 ENVIRONMENT_MODELS: tuple[type[BaseModel], ...] = tuple(f.environment_model for f in SPEC_FAMILIES.values())

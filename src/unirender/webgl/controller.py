@@ -73,6 +73,12 @@ def launch(executable: str | os.PathLike | None = None, **kwargs: Any) -> WebGLC
     build = kwargs.pop("build", None) or executable
     if build is None:
         raise ValueError("a webgl session needs the build folder (environment.executable)")
+    from unirender.builds.store import is_reference
+
+    if is_reference(os.fspath(build)):  # a store reference (environment.build): the stored folder
+        from unirender.builds.resolve import resolve_build
+
+        build = os.path.dirname(resolve_build(os.fspath(build), platform="WebGL").executable)
     controller = WebGLController(build, **kwargs)
     try:
         controller.reset()
