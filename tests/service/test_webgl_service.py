@@ -113,3 +113,18 @@ def test_the_service_backend_uploads_the_trainers_build_folder_once(service, tmp
             session.stop()
     finally:
         backend.close()
+
+
+def test_batched_steps_and_a_job_on_the_service(service, tmp_path):
+    from unirender.client import Client
+
+    client = Client(service.url, TOKEN)
+    with client.session(environment()) as a, client.session(environment()) as b:
+        moved, other = client.step_many([(a, "right"), (b, "left")])
+        assert moved.metadata["position"][0] == 43 and other.metadata["position"][0] == 37
+        assert a.last_event is moved
+    job = client.submit_job({"environment": environment(), "episodes": [{"actions": ["right", "red"]}],
+                             "output": {"directory": "webgl-job"}})  # fmt: skip
+    status = job.wait(timeout=120)
+    assert status["state"] == "succeeded", status
+    assert job.manifest()["protocol"] == "webgl"
