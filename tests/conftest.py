@@ -13,8 +13,13 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 # Ray keeps a folder per session (logs, sockets) under $RAY_TMPDIR/ray, /tmp/ray by default: the suite's local
 # clusters get a short one of their own (socket paths must stay under 108 bytes), removed at exit.
-if not os.environ.get("RAY_TMPDIR"):
+# One per process, xdist workers included: they inherit the controller's environment, and a folder shared by two
+# workers let a test that joins "the cluster already running here" (Ray's ray_current_cluster file in that folder)
+# join the other worker's cluster. A RAY_TMPDIR the user set stays.
+_OURS = "UNIRENDER_TEST_RAY_TMPDIR_PID"
+if not os.environ.get("RAY_TMPDIR") or os.environ.get(_OURS, str(os.getpid())) != str(os.getpid()):
     os.environ["RAY_TMPDIR"] = tempfile.mkdtemp(prefix="unirender-ray-")
+    os.environ[_OURS] = str(os.getpid())
     atexit.register(shutil.rmtree, os.environ["RAY_TMPDIR"], ignore_errors=True)
 if not os.environ.get("XDG_RUNTIME_DIR"):
     os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="unirender-xdg-")
