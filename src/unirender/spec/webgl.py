@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import Field, field_validator, model_serializer, model_validator
 
 from unirender.simulator import WEBGL
-from unirender.spec.errors import _FieldError, did_you_mean
+from unirender.spec.errors import FieldError, did_you_mean
 from unirender.spec.models import (
     ALLOW_FLAT_CAMERAS_HELP,
     BUILD_HELP,
     JobSpecBase,
     OutputSpec,
-    _Strict,
+    StrictModel,
     check_build_reference,
     without_unset_build,
     without_unset_flag,
@@ -50,7 +50,7 @@ def _check_key(key: str) -> str:
                      "Alt, or one letter or digit)")  # fmt: skip
 
 
-class WebGLAction(_Strict):
+class WebGLAction(StrictModel):
     """One declared action (docs/webgl.md, "Actions"): keys held for the step's frames, a click or a pointer
     move (canvas pixels, origin top left), and/or a Unity ``SendMessage`` before the frames."""
 
@@ -90,7 +90,7 @@ class WebGLAction(_Strict):
         return {k: (list(v) if isinstance(v, tuple | list) else v) for k, v in self.model_dump().items()}
 
 
-class WebGLEnvironmentSpec(_Strict):
+class WebGLEnvironmentSpec(StrictModel):
     """What to launch: maps one to one onto :class:`unirender.webgl.WebGLController` arguments (``executable``
     is its ``build`` folder; ``build`` a store reference to one)."""
 
@@ -128,15 +128,15 @@ class WebGLEnvironmentSpec(_Strict):
     @model_validator(mode="after")
     def _one_build_and_actions_on_canvas(self) -> WebGLEnvironmentSpec:
         if (self.build is None) == (self.executable is None):
-            raise _FieldError("executable", "give either 'executable' (the build folder) or 'build' (a store "
+            raise FieldError("executable", "give either 'executable' (the build folder) or 'build' (a store "
                                             "reference), exactly one")  # fmt: skip
         if NOOP in self.actions:
-            raise _FieldError(f"actions.{NOOP}", "'noop' is always declared (a step without input)")
+            raise FieldError(f"actions.{NOOP}", "'noop' is always declared (a step without input)")
         for name, action in self.actions.items():
             for field in ("click", "move"):
                 point = getattr(action, field)
                 if point is not None and not (0 <= point[0] < self.width and 0 <= point[1] < self.height):
-                    raise _FieldError(f"actions.{name}.{field}",
+                    raise FieldError(f"actions.{name}.{field}",
                                       f"{list(point)} is off the {self.width}x{self.height} canvas")  # fmt: skip
         return self
 
@@ -183,7 +183,7 @@ class WebGLEnvironmentSpec(_Strict):
         }
 
 
-class WebGLEpisodeSpec(_Strict):
+class WebGLEpisodeSpec(StrictModel):
     """A freshly booted page, then one step per listed action (declared names, or ``noop``). ``repeat`` runs it
     again (on another fresh page)."""
 
@@ -200,7 +200,7 @@ class WebGLEpisodeSpec(_Strict):
         return self.name or "episode"
 
 
-class WebGLRecordSpec(_Strict):
+class WebGLRecordSpec(StrictModel):
     """What every frame keeps besides the canvas: the emitted messages (always), and whether a flat first
     canvas may go on."""
 
