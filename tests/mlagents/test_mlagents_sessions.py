@@ -98,9 +98,8 @@ def test_service_creates_and_steps_an_mlagents_session(service):
         decision, terminal = event.steps(BEHAVIOR)
         assert decision.agent_id.tolist() == [0, 1] and decision.agent_id_to_index == {0: 0, 1: 1}
         assert decision.reward.dtype == np.float32 and len(terminal) == 0
-        agents = event.metadata["behaviors"][BEHAVIOR]["agents"]  # the records as sent, too
-        assert [a["id"] for a in agents] == [0, 1] and agents[0]["decision"]
-        assert "observations" not in agents[0]  # only the camera is recorded
+        # the batched body by default: one array per sensor, only the recorded camera
+        assert event.metadata["batched"] and event.metadata["behaviors"][BEHAVIOR]["sensors"] == ["CameraSensor"]
         frames = event.frames()  # the only behavior's decision agents, as MLAgentsEvent.frames()
         assert list(frames) == ["CameraSensor"] and frames["CameraSensor"].shape == (2, 32, 32, 3)
         assert frames["CameraSensor"].dtype == np.uint8
@@ -135,6 +134,14 @@ def test_service_creates_and_steps_an_mlagents_session(service):
         assert resp.status_code == 200 and resp.json()["frames"] == {}
         resp = requests.post(url, json={}, headers=headers, params={"modalities": "CameraSensor"})
         assert sorted(resp.json()["frames"]) == ["CameraSensor.0", "CameraSensor.1"]
+
+        session.batched = False  # today's body: the per-agent records as sent
+        event = session.step({})
+        agents = event.metadata["behaviors"][BEHAVIOR]["agents"]
+        assert [a["id"] for a in agents] == [0, 1] and agents[0]["decision"]
+        assert "observations" not in agents[0]  # only the camera is recorded
+        assert event.frames()["CameraSensor"].shape == (2, 32, 32, 3)
+        session.batched = True
 
         event = session.reset(light_intensity=0.2)
         assert event.step == session.info()["steps"] and len(event.decision_steps[BEHAVIOR]) == 2
