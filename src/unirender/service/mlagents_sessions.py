@@ -7,10 +7,13 @@ differ:
 - step: ``{"actions": {behavior: {"continuous": [[...] per decision agent], "discrete": [[...]]}}}`` (a behavior
   left out gets zeros, as mlagents-envs does); checked by :func:`check_behavior_actions` against the session's action
   spaces (``Session.describe()``, read once when the session starts) and the decision agents of the last event:
-  wrong shapes are a 422 that names the path;
+  wrong shapes are a 422 that names the path; a msgpack body may give the rows as arrays
+  (``http_format.array_description``: :func:`split_action_arrays`), checked with the same words;
 - reset: ``{"environment_parameters": {key: number}}`` (optional);
 - the event: :func:`mlagents_document`, exactly a dataset frame's record. JSON carries frames only
-  when ``?modalities=`` names sensors (or frame keys); ``none`` gives metadata only;
+  when ``?modalities=`` names sensors (or frame keys); ``none`` gives metadata only. A request with
+  ``Unirender-Body: batched`` gets :func:`batched_document` instead: each sensor one ``(agents, ...)`` array in
+  its native dtype (docs/service.md);
 - render: ``{"environment", "record", "episode": MLAgentsEpisodeSpec}``: each repeat of the episode on a fresh
   game launched with its seed and parameters, driven by the jobs' episode driver
   (``jobs.mlagents_episodes.run_mlagents_frames``): the same frames as a job's;
