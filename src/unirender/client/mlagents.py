@@ -150,6 +150,12 @@ def event_from_batched(doc: Mapping[str, Any]) -> MLAgentsEvent:
         layouts, branches = behavior.get("layouts") or {}, behavior.get("action_branches") or []
         for kind, out in (("decision", decision), ("terminal", terminal)):
             at = f"{name}/{kind}/"
+            if at + "agent_id" not in frames:  # no agent of this kind, not sent: empty arrays shaped as the other's
+                other = f"{name}/decision/"
+                frames = {**frames, **{at + key: np.zeros((0, *np.shape(frames[other + key])[1:]),
+                                                          np.asarray(frames[other + key]).dtype)
+                                       for key in ("agent_id", "reward", *sensors)},
+                          at + "interrupted": np.zeros(0, bool)}  # fmt: skip
             arrays = ArraySensors({s: frames[at + s] for s in sensors if s in cameras},
                                   {s: frames[at + s] for s in sensors if s not in cameras}, sensors, layouts)
             fields: dict[str, Any] = {"group_id": frames.get(at + "group_id"),

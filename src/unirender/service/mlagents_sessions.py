@@ -77,6 +77,8 @@ def batched_document(event: Any, step: int, specs: Mapping[str, Any], record: An
     (``decision``, ``terminal``) one array per field under ``frames``, ``"<behavior>/<kind>/<field>"``:
     ``agent_id`` int32 ``(n,)``, ``reward`` float32, ``group_id`` int32, ``group_reward`` float32,
     ``interrupted`` bool (terminal), ``action_mask`` bool ``(n, sum(branches))`` (decision, when the game masks),
+    (``group_*`` only when some agent has a group; a terminal kind with no agent, when the decision has some, not
+    at all: the client makes its empty arrays, the per-behavior ``decision``/``terminal`` counts say so)
     and every recorded sensor (``modalities``: only those named) in its native dtype: a camera's uint8
     ``(n, H, W, C)`` frames, a vector's float32 ``(n, *shape)``. ``metadata``: ``step``, ``batched: true`` and per
     behavior its ``sensors`` (in the game's order), ``cameras``, ``layouts`` and ``action_branches``."""
@@ -102,10 +104,15 @@ def batched_document(event: Any, step: int, specs: Mapping[str, Any], record: An
             "layouts": {o.name: layouts[name, o.name] for o in sensors if (name, o.name) in (layouts or {})},
             "action_branches": branches,
         }  # fmt: skip
-        for kind, steps in (("decision", event.decision_steps[name]), ("terminal", event.terminal_steps[name])):
+        decision, terminal = event.decision_steps[name], event.terminal_steps[name]
+        metadata["behaviors"][name].update(decision=len(decision), terminal=len(terminal))
+        for kind, steps in (("decision", decision), ("terminal", terminal)):
+            if kind == "terminal" and not len(terminal) and len(decision):
+                continue  # no agent ended (most steps): the client makes the empty arrays from the decision's
             at = f"{name}/{kind}/"
             frames[at + "agent_id"], frames[at + "reward"] = steps.agent_id, steps.reward
-            frames[at + "group_id"], frames[at + "group_reward"] = steps.group_id, steps.group_reward
+            if steps.group_id.any() or steps.group_reward.any():  # left out: zeros, no group
+                frames[at + "group_id"], frames[at + "group_reward"] = steps.group_id, steps.group_reward
             if kind == "terminal":
                 frames[at + "interrupted"] = steps.interrupted
             elif branches and steps.action_mask is not None:
