@@ -46,7 +46,9 @@ def import_cycles(package: str = "unirender") -> list[list[str]]:
     ``if TYPE_CHECKING:`` (they never run: ``service/`` annotates ``app: ServiceApp`` that way)."""
     import grimp
 
-    graph = grimp.build_graph(package, exclude_type_checking_imports=True)
+    # No cache: grimp keys its cache by file mtimes, and a merge rewrites files within the second (a stale entry
+    # once reported a circle the tree no longer had).
+    graph = grimp.build_graph(package, exclude_type_checking_imports=True, cache_dir=None)
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []

@@ -44,7 +44,7 @@ def test_an_unknown_family_is_a_clear_error():
 
 def test_the_family_modules_do_not_import_each_other():
     """Lazy imports included: only the registry names both (by string)."""
-    graph = grimp.build_graph("unirender")
+    graph = grimp.build_graph("unirender", cache_dir=None)  # no stale cache (tests/test_layering.py)
     modules = ("unirender.jobs.episodes", "unirender.jobs.mlagents_episodes", "unirender.jobs.webgl_episodes")
     for importer in modules:
         for imported in modules:

@@ -4,6 +4,7 @@ after an uninterrupted run, a cancel and a SIGKILL + resume; ``unirender video D
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import threading
@@ -231,12 +232,12 @@ def test_an_mlagents_job_writes_a_video_per_agent_camera(tmp_path):
         assert min(psnr(d, w) for d, w in zip(decoded, want, strict=True)) >= 30  # 32x32: chroma-limited
 
 
-def test_starting_over_removes_the_videos_too(tmp_path):
+def test_starting_over_removes_the_videos_too(tmp_path, video_dataset):
     out = tmp_path / "again"
-    spec = video_job(out, modalities=["rgb"], cameras=["agent"])
-    spec["episodes"] = spec["episodes"][1:]
-    render(spec)
+    shutil.copytree(video_dataset, out)  # what a job with videos wrote (the module's run: one player fewer)
     assert (out / "videos").is_dir()
+    spec = video_job(out)
+    spec["episodes"] = spec["episodes"][1:]
     del spec["output"]["video"]
     render(spec, resume=False)  # another job in the same directory: what the first one wrote goes
     assert not (out / "videos").exists() and "videos" not in json.loads((out / "manifest.json").read_text())

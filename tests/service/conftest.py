@@ -15,20 +15,23 @@ import yaml
 from service_processes import alive, descendants
 
 from unirender._process import ManagedProcess
+from unirender.service.jobs import TEST_HOLD_ENV
 
 SERVING = re.compile(r"unirender serving on (http://127\.0\.0\.1:\d+)")
 
 
 class ServiceProcess:
-    def __init__(self, config: dict, tmp: Path):
+    def __init__(self, config: dict, tmp: Path, env: dict | None = None):
+        """``env``: variables added to the service's (``TEST_HOLD_ENV``, say)."""
         self.tmp = tmp
         self.config_path = tmp / "service.yaml"
         self.config_path.write_text(yaml.safe_dump({"port": 0, "data_root": str(tmp / "data"), **config}))
         self.log_path = tmp / "serve.log"
-        env = {k: v for k, v in os.environ.items() if k not in ("UNIRENDER_TOKENS", "UNIRENDER_CONFIG")}
+        base = {k: v for k, v in os.environ.items() if k not in ("UNIRENDER_TOKENS", "UNIRENDER_CONFIG",
+                                                                 TEST_HOLD_ENV)}
         self.process = ManagedProcess(
             [sys.executable, "-m", "unirender.cli", "serve", "--config", str(self.config_path)],
-            env=env, log_path=self.log_path, name="unirender-serve",
+            env={**base, **(env or {})}, log_path=self.log_path, name="unirender-serve",
         )
         self.url = self._wait_for_url(60.0)
 
@@ -50,6 +53,14 @@ class ServiceProcess:
         except OSError:
             return ""
 
+    def wait_for_log(self, text: str, timeout: float = 120.0) -> None:
+        """Until the service has logged ``text`` (an event the code gives: a held job, say)."""
+        deadline = time.monotonic() + timeout
+        while text not in self.log():
+            if not self.process.alive() or time.monotonic() > deadline:
+                raise AssertionError(f"the service never logged {text!r}:\n{self.log()[-3000:]}")
+            time.sleep(0.05)
+
     def sigterm(self, timeout: float = 60.0) -> int | None:
         if self.process.alive():
             os.kill(self.process.pid, signal.SIGTERM)
@@ -70,8 +81,8 @@ class ServiceProcess:
 def make_service(tmp_path_factory):
     started: list[ServiceProcess] = []
 
-    def make(config: dict) -> ServiceProcess:
-        service = ServiceProcess(config, tmp_path_factory.mktemp("service"))
+    def make(config: dict, env: dict | None = None) -> ServiceProcess:
+        service = ServiceProcess(config, tmp_path_factory.mktemp("service"), env)
         started.append(service)
         return service
 

@@ -2,6 +2,8 @@
 
 ``UNIRENDER_TEST_KILL_AT`` (``unirender.service.jobs.TEST_KILL_ENV``) makes a service SIGKILL itself at a named
 point of a job's life, so each kill lands in its window deterministically; the tests also SIGKILL from outside.
+``UNIRENDER_TEST_HOLD_JOB`` (``TEST_HOLD_ENV``) holds a job mid-run until it is cancelled or the service stops, so a
+cancel or a SIGTERM lands before the job can finish.
 """
 
 from __future__ import annotations
@@ -38,7 +40,8 @@ class Service:
         self.config_path.write_text(yaml.safe_dump({"port": 0, "data_root": str(self.data_root), **(config or {})}))
         self.log_path = root / f"serve-{Service.count}.log"
         base = {k: v for k, v in os.environ.items() if k not in ("UNIRENDER_TOKENS", "UNIRENDER_CONFIG",
-                                                                 "UNIRENDER_TEST_KILL_AT")}
+                                                                 "UNIRENDER_TEST_KILL_AT",
+                                                                 "UNIRENDER_TEST_HOLD_JOB")}
         self.process = ManagedProcess(
             [sys.executable, "-m", "unirender.cli", "serve", "--config", str(self.config_path)],
             env={**base, MARK_ENV: str(self.data_root), **(env or {})}, log_path=self.log_path,
@@ -62,6 +65,14 @@ class Service:
             return self.log_path.read_text(errors="replace")
         except OSError:
             return ""
+
+    def wait_for_log(self, text: str, timeout: float = 120.0) -> None:
+        """Until the service has logged ``text`` (an event the code gives: a held job, say)."""
+        deadline = time.monotonic() + timeout
+        while text not in self.log():
+            if not self.process.alive() or time.monotonic() > deadline:
+                raise AssertionError(f"the service never logged {text!r}:\n{self.log()[-3000:]}")
+            time.sleep(0.05)
 
     # -- HTTP -------------------------------------------------------------------------------------------
     def call(self, method: str, path: str, token: str | None = None, **kw) -> requests.Response:

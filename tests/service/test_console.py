@@ -15,15 +15,17 @@ import pytest
 import requests
 
 from unirender.client import Client
+from unirender.service.jobs import TEST_HOLD_ENV, TEST_HOLD_LINE
 
 ALICE, BOB = "alice-console-http", "bob-console-http"
 COOKIE = "unirender_console"
+HELD = "held-for-the-console"  # its first run holds at its 42nd frame (the 2nd episode's first) until cancelled
 
 
 @pytest.fixture(scope="module")
 def service(make_service):
     return make_service({"tokens": {"alice": ALICE, "bob": BOB},
-                         "limits": {"sessions_per_token": 3, "total_players": 4}})
+                         "limits": {"sessions_per_token": 3, "total_players": 4}}, env={TEST_HOLD_ENV: f"{HELD}:42"})
 
 
 @pytest.fixture(scope="module")
@@ -217,14 +219,15 @@ def test_an_open_service_serves_its_console_to_loopback_names_only(make_service)
 def test_cancel_and_resume_a_job_from_the_console(service, alice):
     http, csrf = logged_in(service, ALICE)
     job = alice.submit_job({
+        "name": HELD,
         "environment": {"width": 32, "height": 24},
         "episodes": [{"scene": "FloorPlan1", "name": f"turn-{i}", "actions": ["RotateRight"] * 40} for i in range(5)],
         "output": {"directory": "runs/console-resume"},
         "workers": 1,
     })
-    deadline = time.monotonic() + 60
-    while not job.status()["progress"].get("episodes_done") and time.monotonic() < deadline:
-        time.sleep(0.05)
+    service.wait_for_log(f"job {job.id} at 42 frames {TEST_HOLD_LINE}")  # held mid-job whatever the load
+    held = job.status()
+    assert held["state"] == "running" and held["progress"]["episodes_done"] >= 1, held  # one finished: kept
     assert http.post(f"{service.url}/ui/jobs/{job.id}/cancel", timeout=10).status_code == 403  # no CSRF token
     resp = http.post(f"{service.url}/ui/jobs/{job.id}/cancel", data={"csrf": csrf}, timeout=10)
     assert resp.status_code == 200 and resp.url.endswith(f"/ui/jobs/{job.id}")

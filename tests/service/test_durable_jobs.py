@@ -14,7 +14,7 @@ import pytest
 import requests
 from durable_helpers import Service, assert_no_players_left, dataset_bytes
 
-from unirender.service.jobs import TEST_KILL_ENV
+from unirender.service.jobs import TEST_HOLD_ENV, TEST_HOLD_LINE, TEST_KILL_ENV
 
 ACTIONS = ["MoveAhead", "RotateRight", "MoveAhead", "LookDown", "RotateLeft", "MoveBack", "Pass", "RotateRight",
            "LookUp"]  # 10 frames: the reset frame and one per action
@@ -91,16 +91,17 @@ def test_a_job_survives_sigkill_at_any_point(tmp_path, reference, point):
 
 def test_a_sigterm_is_no_cancel_either(tmp_path, reference):
     """A graceful stop (a redeploy) mid-job: the job's record says queued, and the next service resumes it."""
-    service = Service(tmp_path)
+    service = Service(tmp_path, env={TEST_HOLD_ENV: f"{SPEC['name']}:3"})  # held at 3 frames until the SIGTERM
     try:
         job = service.call("POST", "/v1/jobs", json=SPEC).json()
-        service.wait_job(job["id"], until=("running",), frames=3)
+        service.wait_for_log(f"job {job['id']} at 3 frames {TEST_HOLD_LINE}")
     finally:
         service.stop()
     service = Service(tmp_path)
     try:
         (listed,) = service.jobs()
         assert listed["id"] == job["id"]
+        assert "taking up 1 job(s)" in service.log()  # it had not finished: the SIGTERM stopped it mid-job
         done = service.wait_job(job["id"])
         assert done["state"] == "succeeded", done
     finally:
@@ -113,9 +114,9 @@ def test_a_restart_during_a_cancel_keeps_it_cancelled(tmp_path):
     it (a crash is not a cancel, and a cancel is not undone by a crash)."""
     long = {**SPEC, "episodes": [{"scene": "FloorPlan1_physics", "actions": ["RotateRight"] * 400}],
             "output": {**SPEC["output"], "directory": "long"}}
-    service = Service(tmp_path, env={TEST_KILL_ENV: "cancel"})
+    service = Service(tmp_path, env={TEST_KILL_ENV: "cancel", TEST_HOLD_ENV: f"{long['name']}:2"})
     job = service.call("POST", "/v1/jobs", json=long).json()
-    service.wait_job(job["id"], until=("running",), frames=2)
+    service.wait_for_log(f"job {job['id']} at 2 frames {TEST_HOLD_LINE}")  # running, and it stays so
     with pytest.raises(requests.ConnectionError):
         service.call("DELETE", f"/v1/jobs/{job['id']}")
     assert service.wait_exit(60) is not None

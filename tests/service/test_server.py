@@ -17,10 +17,12 @@ from service_processes import unread_action_bytes
 from unirender.client import Client, RemoteSession, ServiceError
 from unirender.controller import Controller
 from unirender.errors import ActionError, PlayerCrashedError, RestartError
+from unirender.service.jobs import TEST_HOLD_ENV, TEST_HOLD_LINE
 from unirender.spec import EnvironmentSpec, RenderSpec
 
 ALICE, BOB = "alice-secret-token", "bob-secret-token"
 W, H = 96, 72
+HELD = "held-for-cancel"  # the job of that name holds after its first frame until cancelled (test_job_cancel)
 MODALITIES = ["rgb", "depth", "instance_segmentation"]
 ACTIONS = [{"action": "RotateRight"}, {"action": "MoveAhead"}, {"action": "LookDown", "degrees": 15}]
 
@@ -30,8 +32,7 @@ def service(make_service):
     return make_service({
         "tokens": {"alice": ALICE, "bob": BOB},
         "limits": {"sessions_per_token": 2, "total_players": 6},
-    })
-
+    }, env={TEST_HOLD_ENV: f"{HELD}:1"})
 
 @pytest.fixture(scope="module")
 def alice(service):
@@ -414,17 +415,17 @@ def test_job_with_progress_manifest_and_ownership(service, alice, bob):
     assert 'unirender_jobs{state="succeeded"} 1.0' in metrics
 
 
-def test_job_cancel(alice):
+def test_job_cancel(service, alice):
     spec = {
+        "name": HELD,
         "environment": {"width": 32, "height": 24},
         "episodes": [{"scene": "FloorPlan1", "actions": ["RotateRight"] * 400}],
         "output": {"directory": "runs/cancelled"},
         "workers": 1,
     }
     job = alice.submit_job(spec)
-    deadline = time.monotonic() + 60
-    while not job.status()["progress"].get("frames_done") and time.monotonic() < deadline:
-        time.sleep(0.1)
+    service.wait_for_log(f"job {job.id} at 1 frames {TEST_HOLD_LINE}")  # mid-job whatever the load
+    assert job.status()["state"] == "running"
     job.cancel()
     status = job.wait(timeout=60, poll=0.2)
     assert status["state"] == "cancelled"

@@ -40,7 +40,7 @@ from unirender.errors import (
 )
 from unirender.http_connection import ConnectTimeout, HttpConnection, ReadTimeout
 from unirender.protocol.errors import HttpFramingError
-from unirender.simulator import AI2THOR, MLAGENTS, family_of, load_registered, moved_names
+from unirender.simulator import AI2THOR, MLAGENTS, WEBGL, family_of, load_registered, moved_names
 
 DEFAULT_URL = "http://127.0.0.1:8200"
 FORMATS = {"msgpack": http_format.MSGPACK, "json": http_format.JSON, "multipart": http_format.MULTIPART}
@@ -462,6 +462,7 @@ class RemoteSessionBase(Generic[EventT]):
 REMOTE_SESSIONS: dict[str, str] = {
     AI2THOR: "unirender.client.ai2thor:RemoteSession",
     MLAGENTS: "unirender.client.mlagents:RemoteMLAgentsSession",
+    WEBGL: "unirender.client.webgl:RemoteWebGLSession",
 }
 
 

@@ -4,10 +4,11 @@ caller elsewhere), through the service's HTTP API and :class:`unirender.client.C
 ``create_backend("service", url=..., token=...)``. Each session is a service session, so the service's auth,
 quotas, rate limits, idle reaping and the console's live view apply to it as to any client's. The controller
 kwargs a session is created with become the service's session body (:data:`SESSION_BODIES`: a function in each
-family's cluster adapter, ``cluster/ai2thor.py``, ``cluster/mlagents.py``; the inverse of how the service builds
+family's cluster adapter, ``cluster/ai2thor.py``, ``cluster/mlagents.py``, ``cluster/webgl.py``; the inverse of how the service builds
 controller kwargs from an environment spec; a kwarg no body can say is refused, naming it).
 Events are the local ones' types: AI2-THOR ``Event``; ML-Agents :class:`unirender.protocol.mlagents.MLAgentsEvent`,
-built from the service's arrays. The service's error codes come back as the local backends' exceptions
+built from the service's arrays; WebGL: ``unirender.client.webgl.RemoteWebGLEvent`` (a ``WebGLEvent``'s fields).
+A WebGL build folder of this machine is uploaded as the others' build folders are (:meth:`ServiceBackend.bring_build`). The service's error codes come back as the local backends' exceptions
 (:func:`local_error`).
 
 Batched steps: ``backend.step_many([(session, action), ...])`` steps those sessions in ONE ``POST /v1/steps``
@@ -40,7 +41,7 @@ from unirender.cluster.base import (
     stop_quietly,
 )
 from unirender.errors import PlayerError, RestartError
-from unirender.simulator import AI2THOR, MLAGENTS, family_of, load_registered, moved_names
+from unirender.simulator import AI2THOR, MLAGENTS, WEBGL, family_of, load_registered, moved_names
 
 if TYPE_CHECKING:
     from unirender.simulator import Description
@@ -53,6 +54,7 @@ log = logging.getLogger(__name__)
 SESSION_BODIES: dict[str, str] = {
     AI2THOR: "unirender.cluster.ai2thor:ai2thor_session_body",
     MLAGENTS: "unirender.cluster.mlagents:mlagents_session_body",
+    WEBGL: "unirender.cluster.webgl:webgl_session_body",
 }
 
 
@@ -340,8 +342,10 @@ class ServiceBackend(SessionBackend):
         (``PUT``, needs the token's ``builds:write``) only when the service lacks it, once per backend. ``builtin``
         and paths that do not exist here (a path on the render host, as before) are left as they are."""
         reference, executable = kwargs.get("build"), kwargs.get("executable")
-        if reference is None and (not isinstance(executable, str | os.PathLike) or os.fspath(executable) == "builtin"
-                                  or not os.path.isfile(executable)):  # fmt: skip
+        if isinstance(executable, str | os.PathLike) and os.path.isdir(os.path.join(executable, "Build")):
+            executable = os.path.join(executable, "Build")  # a WebGL build folder: the folder its Build/ stands in
+        elif reference is None and (not isinstance(executable, str | os.PathLike)
+                                    or os.fspath(executable) == "builtin" or not os.path.isfile(executable)):  # fmt: skip
             return kwargs
         from unirender.builds import BuildStore
         from unirender.builds.resolve import build_folder

@@ -28,7 +28,7 @@ from pydantic import BaseModel
 
 from unirender.deprecation import renamed
 from unirender.errors import SpecError
-from unirender.simulator import AI2THOR, MLAGENTS, family_of, load_registered
+from unirender.simulator import AI2THOR, MLAGENTS, WEBGL, family_of, load_registered
 
 if TYPE_CHECKING:
     from unirender.service.app import ServiceApp
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 SERVICE_FAMILIES: dict[str, str] = {
     AI2THOR: "unirender.service.ai2thor_sessions:FAMILY",
     MLAGENTS: "unirender.service.mlagents_sessions:FAMILY",
+    WEBGL: "unirender.service.webgl_sessions:FAMILY",
 }
 _loaded: dict[str, ServiceFamily] = {}
 

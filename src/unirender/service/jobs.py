@@ -42,6 +42,13 @@ _SCHEDULE_POLL_S = 0.5  # sessions release slots without telling the queue: look
 # Tests only (tests/service/test_durable_*.py): the service SIGKILLs itself at a named point of a job's life
 # ("queued", "running", "frame:N", "commit:N", "cancel"), to land a real kill in each window deterministically.
 TEST_KILL_ENV = "UNIRENDER_TEST_KILL_AT"
+# Tests only (tests/service/test_server.py, test_console.py, test_durable_jobs.py): "NAME:N" holds the first job
+# named NAME (``spec.name``) once N frames are done: its worker waits between frames, in the progress callback,
+# until the job is cancelled or the service stops (both set ``job.cancel``), and the service logs
+# ``TEST_HOLD_LINE`` when it holds. So a cancel or a SIGTERM lands mid-job whatever the load: the job cannot finish
+# first. One job per service process (a resumed job of the same name runs on); inert unless set.
+TEST_HOLD_ENV = "UNIRENDER_TEST_HOLD_JOB"
+TEST_HOLD_LINE = "held until cancelled"
 
 
 def _kill_point() -> tuple[str, int | None] | None:
@@ -50,6 +57,14 @@ def _kill_point() -> tuple[str, int | None] | None:
         return None
     name, _, n = value.partition(":")
     return name, int(n) if n else None
+
+
+def _hold_point() -> tuple[str, int] | None:
+    value = os.environ.get(TEST_HOLD_ENV, "").strip()
+    if not value:
+        return None
+    name, _, n = value.rpartition(":")
+    return name, int(n)
 
 
 def page_arguments(args) -> tuple[int, str | None]:
@@ -186,6 +201,8 @@ class JobManager:
         self._stopping = False
         self._scheduler: threading.Thread | None = None
         self._kill_at = _kill_point()
+        self._hold_at = _hold_point()
+        self._held = False
 
     # -- start: take up what the last service left ---------------------------------------------------------
     def start(self) -> None:
@@ -410,6 +427,8 @@ class JobManager:
         fraction = _fraction(job.progress)
         if fraction is not None:
             self.metrics.job_progress.labels(job.id).set(fraction)
+        if self._hold_at is not None:
+            self._test_hold(job)
 
     def _run(self, job: Job) -> None:
         from unirender import jobs as jobs_runner
@@ -473,6 +492,17 @@ class JobManager:
         if self._kill_at is not None and self._kill_at == (point, n):
             log.warning("%s=%s: SIGKILL now", TEST_KILL_ENV, os.environ.get(TEST_KILL_ENV))
             os.kill(os.getpid(), signal.SIGKILL)
+
+    def _test_hold(self, job: Job) -> None:
+        name, n = self._hold_at
+        frames = job.progress.get("frames_done") or 0
+        with self._lock:
+            if self._held or job.name != name or frames < n:
+                return
+            self._held = True
+        log.warning("%s=%s: job %s at %d frames %s", TEST_HOLD_ENV, os.environ.get(TEST_HOLD_ENV), job.id,
+                    frames, TEST_HOLD_LINE)
+        job.cancel.wait()
 
     def _update_gauges(self) -> None:
         with self._lock:

@@ -63,6 +63,11 @@ class WebGLAction(StrictModel):
         None, min_length=2, max_length=3, description="[gameObject, method] or [gameObject, method, argument]"
     )
 
+    @field_validator("click", "move", mode="before")
+    @classmethod
+    def _point(cls, value):  # a JSON list is a point: strict validation (the service's bodies) takes no list for a tuple
+        return tuple(value) if isinstance(value, list) else value
+
     @field_validator("key")
     @classmethod
     def _key(cls, value: str | None) -> str | None:

@@ -194,7 +194,13 @@ class Console:
     def _session_doc(self, entry) -> dict:
         info = entry.describe()
         env = (entry.environment or {}).get("environment") or {}
-        family = console_family(entry.session.family)
+        try:
+            family = console_family(entry.session.family)
+        except ApiError:  # a family the console has no view of yet (webgl: issue 48 stage 4): listed, not viewed
+            info.update(width=env.get("width"), height=env.get("height"), transport=None, scene=None,
+                        family=entry.session.family, viewers=[], frames_published=entry.frames.seq,
+                        build=self._build_label(env))
+            return info
         info.update(width=env.get("width"), height=env.get("height"), transport=family.transport(env),
                     scene=(entry.environment or {}).get("scene") or family.scene(entry.session.last_event),
                     family=family.family, viewers=self._viewer_docs(entry.id), frames_published=entry.frames.seq,
