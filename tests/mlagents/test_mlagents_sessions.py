@@ -167,10 +167,10 @@ def test_service_creates_and_steps_an_mlagents_session(service):
     spec = requests.get(f"{service}/openapi.json").json()
     step_body = spec["paths"]["/v1/sessions/{session_id}/step"]["post"]["requestBody"]["content"]
     refs = [s["$ref"] for s in step_body["application/json"]["schema"]["oneOf"]]
-    assert refs == ["#/components/schemas/Action", "#/components/schemas/MLAgentsStep"]
+    assert refs[:2] == ["#/components/schemas/Action", "#/components/schemas/MLAgentsStep"]  # then WebGL's
     assert "BehaviorActions" in spec["components"]["schemas"]
     render_body = spec["paths"]["/v1/render"]["post"]["requestBody"]["content"]["application/json"]["schema"]
-    assert [s["$ref"] for s in render_body["oneOf"]] == ["#/components/schemas/RenderRequest",
+    assert [s["$ref"] for s in render_body["oneOf"]][:2] == ["#/components/schemas/RenderRequest",
                                                          "#/components/schemas/MLAgentsRenderRequest"]
     assert "description" in spec["paths"]["/v1/sessions/{session_id}"]["get"]["summary"]
     client.close()
