@@ -48,6 +48,10 @@ METADATA_HEADER = "Unirender-Metadata"
 METADATA_AS_SENT = "as-sent"
 METADATA_JSON = "metadata_json"
 STEP = "step"
+# Request header: the client takes an ML-Agents event as the batched body (docs/service.md): every sensor one
+# ``(agents, ...)`` array in its native dtype. Without it, the per-agent records of a dataset frame, as ever.
+BODY_HEADER = "Unirender-Body"
+BATCHED = "batched"
 
 
 class PackedMsgpack:
@@ -107,8 +111,51 @@ def _check_depth(value: object) -> None:
     raise WireError(f"the request body is nested more than {MAX_DEPTH} levels deep")
 
 
-def encode_request_body(doc: dict) -> tuple[str, bytes]:
+def encode_request_body(doc: dict, fmt: str = JSON) -> tuple[str, bytes]:
+    """A request body as JSON (numpy arrays as lists) or, ``fmt=MSGPACK``, as msgpack with every numpy array an
+    array description (:func:`array_description`): its raw bytes, no Python numbers."""
+    if fmt == MSGPACK:
+        return MSGPACK, msgpack.packb(doc, use_bin_type=True, default=_request_default)
     return JSON, json.dumps(doc, default=json_default).encode()
+
+
+def _request_default(value):
+    if isinstance(value, np.ndarray):
+        return array_description(value)
+    return json_default(value)
+
+
+ARRAY_KEYS = frozenset({"shape", "dtype", "data"})
+_ARRAY_KINDS = "biuf"  # the dtypes a request's array may have: bool, integers, floats (never objects)
+
+
+def array_description(a: np.ndarray) -> dict:
+    """An array in a msgpack request body: ``{"shape", "dtype", "data": <raw bytes, C order>}``."""
+    return {"shape": list(a.shape), "dtype": a.dtype.str, "data": np.ascontiguousarray(a).tobytes()}
+
+
+def is_array_description(value: object) -> bool:
+    return isinstance(value, dict) and value.keys() == ARRAY_KEYS
+
+
+def array_from_description(value: dict) -> np.ndarray:
+    """Inverse of :func:`array_description` (a read-only view of the body's bytes); WireError saying what is wrong
+    with a malformed one."""
+    shape, dtype, data = value["shape"], value["dtype"], value["data"]
+    if not isinstance(data, bytes) or not isinstance(dtype, str):
+        raise WireError("an array is {\"shape\": [...], \"dtype\": \"<f4\", \"data\": <bytes>}")
+    if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape) or len(shape) > 8:
+        raise WireError(f"an array's shape must be a list of sizes, not {shape!r}")
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise WireError(f"unknown array dtype {dtype!r}") from None
+    if dt.kind not in _ARRAY_KINDS or dt.fields is not None or dt.subdtype is not None:
+        raise WireError(f"array dtype {dtype!r} is not a number type (bool, integer or float)")
+    size = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    if size != len(data):
+        raise WireError(f"an array of shape {shape} and dtype {dtype} is {size} bytes, its data {len(data)}")
+    return np.frombuffer(data, dt).reshape(shape)
 
 
 # -- arrays ------------------------------------------------------------------------------------------------
@@ -228,6 +275,8 @@ def _raw_frame(a: np.ndarray) -> tuple[dict, memoryview]:
     views a local Event has.
     """
     desc: dict = {"shape": list(a.shape), "dtype": a.dtype.str}
+    if not a.size:  # no agents (the batched ML-Agents body's empty terminal steps): a view cannot be cast
+        return desc, memoryview(b"")
     b = a[::-1] if a.ndim >= 2 and a.strides[0] < 0 else a
     if b is not a:
         desc["flip"] = True

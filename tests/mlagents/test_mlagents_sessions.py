@@ -98,9 +98,8 @@ def test_service_creates_and_steps_an_mlagents_session(service):
         decision, terminal = event.steps(BEHAVIOR)
         assert decision.agent_id.tolist() == [0, 1] and decision.agent_id_to_index == {0: 0, 1: 1}
         assert decision.reward.dtype == np.float32 and len(terminal) == 0
-        agents = event.metadata["behaviors"][BEHAVIOR]["agents"]  # the records as sent, too
-        assert [a["id"] for a in agents] == [0, 1] and agents[0]["decision"]
-        assert "observations" not in agents[0]  # only the camera is recorded
+        # the batched body by default: one array per sensor, only the recorded camera
+        assert event.metadata["batched"] and event.metadata["behaviors"][BEHAVIOR]["sensors"] == ["CameraSensor"]
         frames = event.frames()  # the only behavior's decision agents, as MLAgentsEvent.frames()
         assert list(frames) == ["CameraSensor"] and frames["CameraSensor"].shape == (2, 32, 32, 3)
         assert frames["CameraSensor"].dtype == np.uint8
@@ -136,6 +135,14 @@ def test_service_creates_and_steps_an_mlagents_session(service):
         resp = requests.post(url, json={}, headers=headers, params={"modalities": "CameraSensor"})
         assert sorted(resp.json()["frames"]) == ["CameraSensor.0", "CameraSensor.1"]
 
+        session.batched = False  # today's body: the per-agent records as sent
+        event = session.step({})
+        agents = event.metadata["behaviors"][BEHAVIOR]["agents"]
+        assert [a["id"] for a in agents] == [0, 1] and agents[0]["decision"]
+        assert "observations" not in agents[0]  # only the camera is recorded
+        assert event.frames()["CameraSensor"].shape == (2, 32, 32, 3)
+        session.batched = True
+
         event = session.reset(light_intensity=0.2)
         assert event.step == session.info()["steps"] and len(event.decision_steps[BEHAVIOR]) == 2
 
@@ -160,10 +167,10 @@ def test_service_creates_and_steps_an_mlagents_session(service):
     spec = requests.get(f"{service}/openapi.json").json()
     step_body = spec["paths"]["/v1/sessions/{session_id}/step"]["post"]["requestBody"]["content"]
     refs = [s["$ref"] for s in step_body["application/json"]["schema"]["oneOf"]]
-    assert refs == ["#/components/schemas/Action", "#/components/schemas/MLAgentsStep"]
+    assert refs[:2] == ["#/components/schemas/Action", "#/components/schemas/MLAgentsStep"]  # then WebGL's
     assert "BehaviorActions" in spec["components"]["schemas"]
     render_body = spec["paths"]["/v1/render"]["post"]["requestBody"]["content"]["application/json"]["schema"]
-    assert [s["$ref"] for s in render_body["oneOf"]] == ["#/components/schemas/RenderRequest",
+    assert [s["$ref"] for s in render_body["oneOf"]][:2] == ["#/components/schemas/RenderRequest",
                                                          "#/components/schemas/MLAgentsRenderRequest"]
     assert "description" in spec["paths"]["/v1/sessions/{session_id}"]["get"]["summary"]
     client.close()

@@ -186,13 +186,16 @@ class Client:
         return resp
 
     def request(self, method: str, path: str, body: Any = None, *, accept: str | None = None,
-                params: Mapping | None = None) -> requests.Response:
-        headers = {"Accept": accept or http_format.JSON}
+                params: Mapping | None = None, content_type: str = http_format.JSON,
+                headers: Mapping | None = None) -> requests.Response:
+        """``content_type``: the body's encoding (msgpack sends numpy arrays as raw bytes); ``headers``: more
+        request headers (e.g. ``Unirender-Body: batched``)."""
+        headers = {"Accept": accept or http_format.JSON, **(headers or {})}
         if accept == http_format.MSGPACK:  # a WSGI player's metadata may come as the JSON it sent: no conversion
             headers[http_format.METADATA_HEADER] = http_format.METADATA_AS_SENT
         data = None
         if body is not None:
-            headers["Content-Type"], data = http_format.encode_request_body(body)
+            headers["Content-Type"], data = http_format.encode_request_body(body, content_type)
         if self._direct:
             resp = self._direct_request(method, path, data, headers, params)
             if resp.status_code >= 400:
@@ -215,10 +218,12 @@ class Client:
         return resp.json() if resp.content else None
 
     def _document(self, method: str, path: str, body: Any, params: Mapping | None = None, *,
-                  lazy_metadata: bool = True) -> tuple[dict, dict]:
+                  lazy_metadata: bool = True, content_type: str = http_format.JSON,
+                  headers: Mapping | None = None) -> tuple[dict, dict]:
         """(decoded document, Server-Timing as {name: ms}); ``lazy_metadata`` leaves an AI2-THOR event's
         metadata undecoded for ``Event.from_frames`` (an ML-Agents event reads its records at once)."""
-        resp = self.request(method, path, body, accept=self.accept, params=params)
+        resp = self.request(method, path, body, accept=self.accept, params=params, content_type=content_type,
+                            headers=headers)
         doc = http_format.decode_document(resp.headers.get("Content-Type"), resp.content, lazy_metadata=lazy_metadata)
         return doc, _server_timing(resp)
 
@@ -312,7 +317,15 @@ class Client:
                           for session, action in steps]}  # fmt: skip
         params = {"modalities": ",".join(modalities) or "none"} if modalities is not None else None
         lazy = all(session.lazy_metadata for session, _ in steps)
-        doc, timing = self._document("POST", "/v1/steps", body, params=params, lazy_metadata=lazy)
+        sessions = [session for session, _ in steps]
+        # msgpack and the batched body when every session's family takes them (each event says which body it is)
+        content_type = (http_format.MSGPACK if all(s.request_format == http_format.MSGPACK for s in sessions)
+                        else http_format.JSON)  # fmt: skip
+        headers: dict = {}
+        for session in sessions:
+            headers.update(session.request_headers())
+        doc, timing = self._document("POST", "/v1/steps", body, params=params, lazy_metadata=lazy,
+                                     content_type=content_type, headers=headers)
         results: list = []
         for (session, _), item in zip(steps, doc["events"], strict=True):
             if "error" in item:
@@ -369,6 +382,7 @@ class RemoteSessionBase(Generic[EventT]):
 
     family: str
     lazy_metadata = False  # the event documents' metadata left undecoded for event_of (AI2-THOR's)
+    request_format = http_format.JSON  # how step bodies go up (msgpack: numpy arrays as raw bytes)
 
     def __init__(self, client: Client, info: dict, modalities: list[str] | None = None):
         self.client = client
@@ -401,18 +415,24 @@ class RemoteSessionBase(Generic[EventT]):
         """What ``step(action)`` sends as its body (also one step of ``Client.step_many``)."""
         raise NotImplementedError
 
+    def request_headers(self) -> dict:
+        """Headers each event request carries (the family's body negotiation, if any)."""
+        return {}
+
     def latest_event(self) -> EventT:
         """The session's last event as the service has it (``GET /v1/sessions/{id}/event``: after its start, or
         after a restart of its player), without stepping; it becomes ``last_event``."""
         doc, self.last_server_timing = self.client._document(
-            "GET", f"/v1/sessions/{self.id}/event", None, params=self._params, lazy_metadata=self.lazy_metadata
+            "GET", f"/v1/sessions/{self.id}/event", None, params=self._params, lazy_metadata=self.lazy_metadata,
+            headers=self.request_headers(),
         )
         self.last_event = self.event_of(doc, self._description())
         return self.last_event
 
     def _event(self, verb: str, body: Any) -> EventT:
         doc, self.last_server_timing = self.client._document(
-            "POST", f"/v1/sessions/{self.id}/{verb}", body, params=self._params, lazy_metadata=self.lazy_metadata
+            "POST", f"/v1/sessions/{self.id}/{verb}", body, params=self._params, lazy_metadata=self.lazy_metadata,
+            content_type=self.request_format, headers=self.request_headers(),
         )
         self.last_event = self.event_of(doc, self._description())
         return self.last_event

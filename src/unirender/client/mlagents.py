@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from unirender.client import RemoteSessionBase
+from unirender.http_format import BATCHED, BODY_HEADER, MSGPACK
 from unirender.protocol.mlagents.events import MLAgentsEvent
 from unirender.protocol.mlagents.steps import ArraySensors, DecisionSteps, TerminalSteps
 from unirender.simulator import MLAGENTS
@@ -41,10 +42,15 @@ class RemoteMLAgentsSession(RemoteSessionBase[MLAgentsEvent]):
     records as sent, ``step``: the service's step count)."""
 
     family = MLAGENTS
+    request_format = MSGPACK  # actions go up as arrays (raw bytes), never as Python numbers
+    batched = True  # ask for the batched body (``Unirender-Body: batched``); False: the per-agent records
 
     def __init__(self, client: Client, info: dict, modalities: list[str] | None = None):
         super().__init__(client, info, modalities)
         self._described = info.get("description")  # the sensors' order and shapes, once
+
+    def request_headers(self) -> dict:
+        return {BODY_HEADER: BATCHED} if self.batched else {}
 
     @staticmethod
     def event_of(doc: dict, description: dict | None) -> MLAgentsEvent:
@@ -59,7 +65,10 @@ class RemoteMLAgentsSession(RemoteSessionBase[MLAgentsEvent]):
         return self._event("step", self.action_body(actions))
 
     def action_body(self, actions: Mapping | None) -> dict:
-        return {"actions": {name: {kind: (rows.tolist() if hasattr(rows, "tolist") else rows)
+        """``{"actions": {behavior: {kind: rows}}}``: rows of numbers as numpy arrays (continuous float32,
+        discrete int32: msgpack sends their bytes; JSON, lists), anything else (ragged rows, bools, a kind the
+        service does not know) as given, for the service to say what is wrong, as it always has."""
+        return {"actions": {name: {kind: action_rows(kind, rows)
                                    for kind, rows in action_parts(given).items() if rows is not None}
                             for name, given in (actions or {}).items()}}  # fmt: skip
 
@@ -82,10 +91,34 @@ def action_parts(given: Any) -> dict:
     return {"continuous": getattr(given, "continuous", None), "discrete": getattr(given, "discrete", None)}
 
 
+_INT32 = np.iinfo(np.int32)
+
+
+def action_rows(kind: str, rows: Any) -> Any:
+    """One kind of a behavior's actions for the wire: a 2-D numeric array (float32 continuous; int32 discrete,
+    when its values fit) without copying one that already is; anything else as it came."""
+    if kind not in ("continuous", "discrete"):
+        return rows
+    try:
+        array = np.asarray(rows)
+    except (ValueError, TypeError):  # ragged rows: the service's 422 says which
+        return rows.tolist() if isinstance(rows, np.ndarray) else rows
+    if array.ndim != 2 or array.dtype.kind not in ("iuf" if kind == "continuous" else "iu"):
+        return rows  # the service checks it (a list, or an array it refuses with the same words)
+    if kind == "continuous":
+        return array.astype(np.float32, copy=False)
+    if array.size and (array.min() < _INT32.min or array.max() > _INT32.max):
+        return array  # out of int32's range: sent as it is, refused by the service for its branch
+    return array.astype(np.int32, copy=False)
+
+
 def event_from_document(doc: Mapping[str, Any], description: Mapping[str, Any] | None = None) -> MLAgentsEvent:
     """An event document (``{"metadata": {"step", "behaviors"}, "frames": {"<sensor>.<i>": image}}``, the
-    service's ``mlagents_sessions.mlagents_document``) -> the core :class:`MLAgentsEvent` (see the module doc).
-    ``description``: the session's ``describe()`` as a dict (its sensors' order, shapes and layouts)."""
+    service's ``mlagents_sessions.mlagents_document``, or the batched body, ``metadata.batched``: see
+    :func:`event_from_batched`) -> the core :class:`MLAgentsEvent` (see the module doc). ``description``: the
+    session's ``describe()`` as a dict (its sensors' order, shapes and layouts)."""
+    if doc["metadata"].get("batched"):
+        return event_from_batched(doc)
     behaviors = doc["metadata"].get("behaviors") or {}
     frames = doc.get("frames") or {}
     order, shapes, layouts = _sensors_described(description)
@@ -103,6 +136,36 @@ def event_from_document(doc: Mapping[str, Any], description: Mapping[str, Any] |
         decision[name] = DecisionSteps.from_arrays(*rows(decided, "reward"))
         terminal[name] = TerminalSteps.from_arrays(
             *rows(ended, "terminal_reward"), interrupted=[bool(a.get("interrupted")) for _, a in ended])
+    return MLAgentsEvent(decision, terminal, metadata=dict(doc["metadata"]))
+
+
+def event_from_batched(doc: Mapping[str, Any]) -> MLAgentsEvent:
+    """The batched body (``Unirender-Body: batched``: ``mlagents_sessions.batched_document``) -> the core
+    :class:`MLAgentsEvent`: its arrays taken as they came (read-only views of the response body, no copy), the
+    sensors' order and layouts from its metadata (no description needed)."""
+    frames = doc.get("frames") or {}
+    decision, terminal = {}, {}
+    for name, behavior in (doc["metadata"].get("behaviors") or {}).items():
+        sensors, cameras = behavior.get("sensors") or [], set(behavior.get("cameras") or [])
+        layouts, branches = behavior.get("layouts") or {}, behavior.get("action_branches") or []
+        for kind, out in (("decision", decision), ("terminal", terminal)):
+            at = f"{name}/{kind}/"
+            if at + "agent_id" not in frames:  # no agent of this kind, not sent: empty arrays shaped as the other's
+                other = f"{name}/decision/"
+                frames = {**frames, **{at + key: np.zeros((0, *np.shape(frames[other + key])[1:]),
+                                                          np.asarray(frames[other + key]).dtype)
+                                       for key in ("agent_id", "reward", *sensors)},
+                          at + "interrupted": np.zeros(0, bool)}  # fmt: skip
+            arrays = ArraySensors({s: frames[at + s] for s in sensors if s in cameras},
+                                  {s: frames[at + s] for s in sensors if s not in cameras}, sensors, layouts)
+            fields: dict[str, Any] = {"group_id": frames.get(at + "group_id"),
+                                      "group_reward": frames.get(at + "group_reward")}
+            if kind == "terminal":
+                fields["interrupted"] = frames[at + "interrupted"]
+            elif at + "action_mask" in frames:
+                fields["action_mask"] = np.split(frames[at + "action_mask"], np.cumsum(branches)[:-1], axis=1)
+            steps_type = DecisionSteps if kind == "decision" else TerminalSteps
+            out[name] = steps_type.from_arrays(frames[at + "agent_id"], frames[at + "reward"], arrays, **fields)
     return MLAgentsEvent(decision, terminal, metadata=dict(doc["metadata"]))
 
 
@@ -169,4 +232,4 @@ class _Rows:
         return agent_id, rewards, ArraySensors(images, vectors, self.sensors, self.layouts)
 
 
-__all__ = ["RemoteMLAgentsSession", "action_parts", "event_from_document"]
+__all__ = ["RemoteMLAgentsSession", "action_parts", "action_rows", "event_from_batched", "event_from_document"]

@@ -77,7 +77,8 @@ class AI2THORSession:
         return app.sessions.reset(owner, session_id, scene, body)
 
     @staticmethod
-    def document(entry: Any, event: Any, modalities: list[str] | None, fmt: str, json_as_sent: bool) -> dict:
+    def document(entry: Any, event: Any, modalities: list[str] | None, fmt: str, json_as_sent: bool,
+                 batched: bool = False) -> dict:  # AI2-THOR has no batched body: its events are one agent's
         return documents.ai2thor_document(event, modalities, fmt, json_as_sent)
 
 

@@ -342,6 +342,11 @@ class ServiceApp:
         """The client takes a WSGI player's metadata as the JSON it sent (``metadata_json``)."""
         return request.headers.get(http_format.METADATA_HEADER, "").strip().lower() == http_format.METADATA_AS_SENT
 
+    @staticmethod
+    def batched_body(request: Request) -> bool:
+        """The client asks for the batched ML-Agents body (``Unirender-Body: batched``, docs/service.md)."""
+        return request.headers.get(http_format.BODY_HEADER, "").strip().lower() == http_format.BATCHED
+
     def json_response(self, doc: Any, status: int = 200) -> Response:
         body = json.dumps(doc, default=http_format.json_default)
         self.metrics.bytes_out.labels("json").inc(len(body))

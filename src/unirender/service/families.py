@@ -56,8 +56,9 @@ class SessionAdapter(Protocol):
         """Check a reset's body and reset the session; the family's event."""
 
     def document(self, entry: Any, event: Any, modalities: list[str] | None, fmt: str,
-                 json_as_sent: bool) -> dict:
-        """The event's document (``service.documents``) for a response in ``fmt``."""
+                 json_as_sent: bool, batched: bool = False) -> dict:
+        """The event's document (``service.documents``) for a response in ``fmt``; ``batched``: the client asked
+        for its family's batched body (``Unirender-Body: batched``; a family without one ignores it)."""
 
 
 class ServiceFamily(Protocol):

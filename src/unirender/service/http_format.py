@@ -9,6 +9,8 @@ from werkzeug.datastructures import MIMEAccept
 from werkzeug.http import parse_accept_header
 
 from unirender.http_format import (
+    BATCHED,
+    BODY_HEADER,
     FORMATS,
     JSON,
     MAX_DEPTH,
@@ -35,7 +37,7 @@ from unirender.http_format import (
 )
 
 __all__ = [
-    "FORMATS", "JSON", "MAX_DEPTH", "METADATA_AS_SENT", "METADATA_HEADER", "METADATA_JSON", "MSGPACK", "MULTIPART", "NPY", "PNG", "STEP",
+    "BATCHED", "BODY_HEADER", "FORMATS", "JSON", "MAX_DEPTH", "METADATA_AS_SENT", "METADATA_HEADER", "METADATA_JSON", "MSGPACK", "MULTIPART", "NPY", "PNG", "STEP",
     "PackedMsgpack", "UnsupportedMediaType", "WireError",
     "json_default", "array_to_npy", "array_to_png", "decode_document", "decode_request_body", "encode_document",
     "encode_request_body", "msgpack_pieces", "negotiate", "split_multipart",

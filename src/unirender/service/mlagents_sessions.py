@@ -7,10 +7,13 @@ differ:
 - step: ``{"actions": {behavior: {"continuous": [[...] per decision agent], "discrete": [[...]]}}}`` (a behavior
   left out gets zeros, as mlagents-envs does); checked by :func:`check_behavior_actions` against the session's action
   spaces (``Session.describe()``, read once when the session starts) and the decision agents of the last event:
-  wrong shapes are a 422 that names the path;
+  wrong shapes are a 422 that names the path; a msgpack body may give the rows as arrays
+  (``http_format.array_description``: :func:`split_action_arrays`), checked with the same words;
 - reset: ``{"environment_parameters": {key: number}}`` (optional);
 - the event: :func:`mlagents_document`, exactly a dataset frame's record. JSON carries frames only
-  when ``?modalities=`` names sensors (or frame keys); ``none`` gives metadata only;
+  when ``?modalities=`` names sensors (or frame keys); ``none`` gives metadata only. A request with
+  ``Unirender-Body: batched`` gets :func:`batched_document` instead: each sensor one ``(agents, ...)`` array in
+  its native dtype (docs/service.md);
 - render: ``{"environment", "record", "episode": MLAgentsEpisodeSpec}``: each repeat of the episode on a fresh
   game launched with its seed and parameters, driven by the jobs' episode driver
   (``jobs.mlagents_episodes.run_mlagents_frames``): the same frames as a job's;
@@ -22,10 +25,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from pydantic import ConfigDict, Field
 
 from unirender.deprecation import renamed
 from unirender.errors import SpecError
+from unirender.http_format import WireError, array_from_description, is_array_description
 from unirender.jobs.mlagents_episodes import behavior_views, frame_of
 from unirender.service.errors import ApiError
 from unirender.service.models import StrictBody, validate_body
@@ -64,6 +69,57 @@ def mlagents_document(event: Any, step: int, specs: Mapping[str, Any], record: A
     if modalities is not None:
         frames = select_sensor_frames(frames, modalities)
     return {"metadata": frame.metadata, "frames": frames}
+
+
+def batched_document(event: Any, step: int, specs: Mapping[str, Any], record: Any, modalities: list[str] | None = None,
+                     layouts: Mapping[tuple[str, str], str] | None = None) -> dict:
+    """An MLAgentsEvent -> the batched body (``Unirender-Body: batched``, docs/service.md): per behavior and kind
+    (``decision``, ``terminal``) one array per field under ``frames``, ``"<behavior>/<kind>/<field>"``:
+    ``agent_id`` int32 ``(n,)``, ``reward`` float32, ``group_id`` int32, ``group_reward`` float32,
+    ``interrupted`` bool (terminal), ``action_mask`` bool ``(n, sum(branches))`` (decision, when the game masks),
+    (``group_*`` only when some agent has a group; a terminal kind with no agent, when the decision has some, not
+    at all: the client makes its empty arrays, the per-behavior ``decision``/``terminal`` counts say so)
+    and every recorded sensor (``modalities``: only those named) in its native dtype: a camera's uint8
+    ``(n, H, W, C)`` frames, a vector's float32 ``(n, *shape)``. ``metadata``: ``step``, ``batched: true`` and per
+    behavior its ``sensors`` (in the game's order), ``cameras``, ``layouts`` and ``action_branches``."""
+    behaviors = [n for n in sorted(specs) if n in event.decision_steps
+                 and (record.behaviors is None or n in record.behaviors)]  # fmt: skip
+    recorded = set(record.sensors) if record.sensors else None
+    wanted = set(modalities) if modalities is not None else None
+    if wanted:
+        known = {o.name for n in behaviors for o in specs[n].observation_specs
+                 if recorded is None or o.name in recorded}  # fmt: skip
+        unknown = sorted(wanted - known)
+        if unknown:
+            raise ApiError(400, "unknown_modality", f"{unknown[0]!r} is not a sensor of this event; it has "
+                           f"{sorted(known)}")
+    metadata: dict[str, Any] = {"step": step, "batched": True, "behaviors": {}}
+    frames: dict[str, Any] = {}
+    for name in behaviors:
+        sensors = [o for o in specs[name].observation_specs
+                   if (recorded is None or o.name in recorded) and (wanted is None or o.name in wanted)]  # fmt: skip
+        branches = list(specs[name].action_spec.discrete_branches)
+        metadata["behaviors"][name] = {
+            "sensors": [o.name for o in sensors], "cameras": [o.name for o in sensors if o.is_visual],
+            "layouts": {o.name: layouts[name, o.name] for o in sensors if (name, o.name) in (layouts or {})},
+            "action_branches": branches,
+        }  # fmt: skip
+        decision, terminal = event.decision_steps[name], event.terminal_steps[name]
+        metadata["behaviors"][name].update(decision=len(decision), terminal=len(terminal))
+        for kind, steps in (("decision", decision), ("terminal", terminal)):
+            if kind == "terminal" and not len(terminal) and len(decision):
+                continue  # no agent ended (most steps): the client makes the empty arrays from the decision's
+            at = f"{name}/{kind}/"
+            frames[at + "agent_id"], frames[at + "reward"] = steps.agent_id, steps.reward
+            if steps.group_id.any() or steps.group_reward.any():  # left out: zeros, no group
+                frames[at + "group_id"], frames[at + "group_reward"] = steps.group_id, steps.group_reward
+            if kind == "terminal":
+                frames[at + "interrupted"] = steps.interrupted
+            elif branches and steps.action_mask is not None:
+                frames[at + "action_mask"] = np.concatenate(steps.action_mask, axis=1)
+            for o in sensors:
+                frames[at + o.name] = steps.sensor_array(o.name)
+    return {"metadata": metadata, "frames": frames}
 
 
 class MLAgentsSessionCreate(StrictBody):
@@ -125,6 +181,8 @@ def check_behavior_actions(actions: dict, spaces: Mapping[str, Any], decision_co
             rows = given.get(kind)
             if rows is None:
                 continue
+            if isinstance(rows, np.ndarray):
+                _check_array(rows, kind, f"{at}.{kind}")
             if len(rows) != n:
                 raise ApiError(422, "invalid_action_shape", f"{at}.{kind}: {len(rows)} rows, the behavior has "
                                f"{n} decision agents (one row each, in decision order)", path=f"{at}.{kind}")
@@ -139,20 +197,65 @@ def check_behavior_actions(actions: dict, spaces: Mapping[str, Any], decision_co
                                            f"choice of a branch of {size}", path=f"{at}.discrete.{i}.{b}")
 
 
-def action_arrays(actions: dict, spaces: Mapping[str, Any], counts: dict) -> dict:
-    """Checked lists -> per behavior ``{"continuous": float32 (n, c), "discrete": int32 (n, b)}``; a kind left
-    out is zeros."""
-    import numpy as np
+def _check_array(rows: np.ndarray, kind: str, at: str) -> None:
+    """An action array's rank and dtype (before the shape checks the lists have too): continuous rows are numbers
+    (float or integer, finite), discrete rows integers; a bool array is neither, as a JSON ``true`` is not."""
+    if rows.ndim != 2:
+        raise ApiError(422, "invalid_action_shape", f"{at}: an array of shape {list(rows.shape)}; actions are "
+                       "(decision agents, values)", path=at)
+    allowed = "iuf" if kind == "continuous" else "iu"
+    if rows.dtype.kind not in allowed:
+        want = "numbers" if kind == "continuous" else "integers"
+        raise ApiError(422, "invalid_action", f"{at}: a {rows.dtype} array; {kind} actions are {want}", path=at)
+    if rows.dtype.kind == "f" and rows.size and not np.isfinite(rows).all():
+        raise ApiError(422, "invalid_action", f"{at}: NaN or infinite values", path=at)
 
+
+def split_action_arrays(data: Any) -> tuple[Any, dict]:
+    """A step body whose actions may be arrays (a msgpack body's array descriptions, ``http_format``) -> (the
+    body with those left out, for the model to check the rest; ``{(behavior, kind): ndarray}``). A malformed
+    description is a 422 naming its path."""
+    actions = data.get("actions") if isinstance(data, dict) else None
+    if not isinstance(actions, dict):
+        return data, {}
+    arrays: dict = {}
+    stripped: dict = {}
+    for name, given in actions.items():
+        if not isinstance(given, dict):
+            stripped[name] = given
+            continue
+        rest = {}
+        for kind, value in given.items():
+            if kind in ("continuous", "discrete") and is_array_description(value):
+                try:
+                    arrays[name, kind] = array_from_description(value)
+                except WireError as exc:
+                    raise ApiError(422, "invalid_action", f"actions.{name}.{kind}: {exc}",
+                                   path=f"actions.{name}.{kind}") from None
+            else:
+                rest[kind] = value
+        stripped[name] = rest
+    return ({**data, "actions": stripped} if arrays else data), arrays
+
+
+def action_arrays(actions: dict, spaces: Mapping[str, Any], counts: dict) -> dict:
+    """Checked lists or arrays -> per behavior ``{"continuous": float32 (n, c), "discrete": int32 (n, b)}``
+    (an array already of that dtype is taken as it is); a kind left out is zeros."""
     out = {}
     for name, given in actions.items():
         space, n = spaces[name], counts.get(name, 0)
         c, d = space.continuous, len(space.discrete)
         out[name] = {
-            "continuous": np.asarray(given.get("continuous") or np.zeros((n, c)), np.float32).reshape(n, c),
-            "discrete": np.asarray(given.get("discrete") or np.zeros((n, d)), np.int32).reshape(n, d),
+            "continuous": _given(given.get("continuous"), (n, c), np.float32),
+            "discrete": _given(given.get("discrete"), (n, d), np.int32),
         }
     return out
+
+
+def _given(rows: Any, shape: tuple[int, int], dtype) -> np.ndarray:
+    if rows is None or (not isinstance(rows, np.ndarray) and not rows):
+        return np.zeros(shape, dtype)
+    return np.asarray(rows, dtype).reshape(shape)
 
 
 def _check_record(record: RecordSpec, specs: dict) -> None:
@@ -177,6 +280,8 @@ class MLAgentsSession:
     def _describe(self, description) -> None:
         self.spaces = dict(description.actions.behaviors)
         self.specs = behavior_views(description)  # the jobs' reading of a description: one for both
+        self.layouts = {(o.behavior, o.key[len(o.behavior) + 1:]): o.layout for o in description.observations
+                        if o.behavior is not None and o.layout}  # fmt: skip
 
     def step(self, app: ServiceApp, owner: str, session_id: str, data: Any):
         return self.begin_step(app, owner, session_id, data)()
@@ -187,11 +292,14 @@ class MLAgentsSession:
         if not isinstance(data, dict):
             raise ApiError(400, "invalid_action", 'the body must be {"actions": {behavior: {"continuous": '
                            '[[...]], "discrete": [[...]]}}}')
+        data, arrays = split_action_arrays(data)
         body = validate_body(MLAgentsStep, data)
         entry = app.sessions.get(owner, session_id)
         last = entry.session.last_event
         counts = {name: len(steps) for name, steps in last.decision_steps.items()} if last is not None else {}
         actions = {name: a.model_dump(exclude_none=True) for name, a in body.actions.items()}
+        for (name, kind), rows in arrays.items():
+            actions.setdefault(name, {})[kind] = rows
         check_behavior_actions(actions, self.spaces, counts, app.policy.limits.agents)
         receive = app.sessions.begin_step(owner, session_id, action_arrays(actions, self.spaces, counts))
         return lambda: self._seen(entry, receive())
@@ -206,7 +314,10 @@ class MLAgentsSession:
             self._describe(entry.session.describe())
         return event
 
-    def document(self, entry: Any, event: Any, modalities: list[str] | None, fmt: str, json_as_sent: bool) -> dict:
+    def document(self, entry: Any, event: Any, modalities: list[str] | None, fmt: str, json_as_sent: bool,
+                 batched: bool = False) -> dict:
+        if batched:
+            return batched_document(event, entry.session.steps, self.specs, self.record, modalities, self.layouts)
         return mlagents_document(event, entry.session.steps, self.specs, self.record, modalities)
 
 

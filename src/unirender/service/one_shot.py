@@ -48,7 +48,7 @@ class NotSteppable:
 
     reset = begin_step = step
 
-    def document(self, entry, event, modalities, fmt, json_as_sent) -> dict:  # pragma: no cover - never reached
+    def document(self, entry, event, modalities, fmt, json_as_sent, batched=False) -> dict:  # pragma: no cover - never reached
         raise AssertionError(self.why)
 
 

@@ -185,6 +185,18 @@ class _Sensors:
             return self._values[index]
         return O.pixels_to_values(self._pixels(index), self._layouts[index])
 
+    def native(self, name: str) -> np.ndarray:
+        """One sensor in its native dtype, no other sensor converted: a camera's uint8 ``(n, H, W, C)`` frames, a
+        vector's float32 ``(n, *shape)``."""
+        index = self.names.index(name)
+        if index in self._vectors:
+            return self._vectors[index]
+        if index in self._values:
+            values = self._values[index]
+            hwc = values.transpose(0, 2, 3, 1) if self._layouts[index] == O.CHW else values
+            return O.to_frame(hwc * np.float32(255.0))
+        return O.to_frame(self._pixels(index))
+
     def __len__(self) -> int:
         return len(self._spec.observation_specs)
 
@@ -230,6 +242,10 @@ class ArraySensors:
         if name in self._frames:
             return O.pixels_to_values(self._frames[name], self._layouts.get(name) or HWC)
         return self._vectors[name]
+
+    def native(self, name: str) -> np.ndarray:
+        """One sensor as given: a camera's uint8 frames, a vector's float32 values."""
+        return O.to_frame(self._frames[name]) if name in self._frames else self._vectors[name]
 
     def __len__(self) -> int:
         return len(self._names)
@@ -300,6 +316,13 @@ class _Steps:
     def frames(self) -> dict[str, np.ndarray]:
         """Per visual sensor name, exact uint8 ``(n, H, W, C)`` frames (HWC, row 0 = top)."""
         return self._sensors.frames()
+
+    def sensor_array(self, name: str) -> np.ndarray:
+        """One sensor's array in its native dtype, without converting any other: a camera's exact uint8
+        ``(n, H, W, C)`` frames (as ``frames[name]``), another sensor's float32 ``(n, *shape)`` (as its ``obs``)."""
+        if "frames" in self.__dict__ and name in self.frames:
+            return self.frames[name]
+        return self._sensors.native(name)
 
     @cached_property
     def agent_id_to_index(self) -> dict[int, int]:

@@ -58,7 +58,7 @@ def steps(app, request, owner):
         except ApiError as exc:
             raise ApiError(exc.status, exc.code, f"steps.{i}: {exc.message}; no step of the batch was run",
                            path=f"steps.{i}.session") from None
-    json_as_sent = app.json_as_sent(request)
+    json_as_sent, batched = app.json_as_sent(request), app.batched_body(request)
     # Every session's step is started (its player sent its action) before any is waited for, all from this
     # thread, so that the players render at once and no thread has to be woken per step; then each is received
     # in turn, its document built as it comes. Started in session id order: a started step holds its session
@@ -74,7 +74,8 @@ def steps(app, request, owner):
     for (session_id, _), entry, receive in zip(pairs, entries, receives, strict=True):
         try:
             event = receive()
-            events.append({**entry.adapter.document(entry, event, modalities, fmt, json_as_sent), "session": session_id})
+            doc = entry.adapter.document(entry, event, modalities, fmt, json_as_sent, batched=batched)
+            events.append({**doc, "session": session_id})
         except Exception as exc:  # noqa: BLE001 - one step's failure is its item, never the batch's
             err = from_unirender_error(exc)
             events.append({"session": session_id, "status": err.status, "error": err.body()["error"]})
@@ -91,5 +92,5 @@ def last_event(app, request, owner, session_id):
     event = entry.session.last_event
     if event is None:
         raise ApiError(409, "no_event", f"session {session_id} has no event yet")
-    return app.encoded_response(adapter.document(entry, event, modalities, fmt, app.json_as_sent(request)), fmt,
-                                request.environ)
+    doc = adapter.document(entry, event, modalities, fmt, app.json_as_sent(request), batched=app.batched_body(request))
+    return app.encoded_response(doc, fmt, request.environ)

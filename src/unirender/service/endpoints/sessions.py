@@ -120,7 +120,7 @@ def event_response(app, request, entry, event, fmt: str, modalities: list[str] |
     player step, then encoding)."""
     started = time.perf_counter()
     doc = entry.adapter.document(entry, event, documents.frames_wanted(modalities, fmt), fmt,
-                                app.json_as_sent(request))
+                                app.json_as_sent(request), batched=app.batched_body(request))
     resp = app.encoded_response(doc, fmt, request.environ)
     resp.headers["Server-Timing"] = (
         f"step;dur={step_s * 1000:.3f}, encode;dur={(time.perf_counter() - started) * 1000:.3f}"
