@@ -201,3 +201,22 @@ def test_a_wrong_line_is_reported(registry_name, line, complaint):
     table = dict(load_target(registry_name))
     table["ai2thor"] = line
     assert any(complaint in problem for problem in problems(registry, table)), problems(registry, table)
+
+
+def test_every_service_session_adapter_takes_the_protocols_document_arguments():
+    """A family's session adapter answers ``SessionAdapter.document`` with all its arguments (a keyword added to the
+    protocol, ``batched``, once reached the WebGL adapter only as a TypeError on every step)."""
+    import importlib
+    import inspect
+
+    from unirender.service.families import SERVICE_FAMILIES, SessionAdapter
+
+    want = [p for p in inspect.signature(SessionAdapter.document).parameters if p != "self"]
+    for family, target in SERVICE_FAMILIES.items():
+        module = importlib.import_module(target.split(":")[0])
+        adapters = [c for c in vars(module).values() if inspect.isclass(c) and c.__module__ == module.__name__
+                    and c.__name__.endswith("Session") and hasattr(c, "document")]  # fmt: skip
+        assert adapters, f"{family}: no session adapter in {module.__name__}"
+        for adapter in adapters:
+            params = [p for p in inspect.signature(adapter.document).parameters if p != "self"]
+            assert params == want, f"{family}: {adapter.__name__}.document{tuple(params)} is not the protocol's {tuple(want)}"

@@ -105,7 +105,8 @@ class WebGLSession:
         return app.sessions.reset(owner, session_id, None, {})
 
     @staticmethod
-    def document(entry: Any, event: Any, modalities: list[str] | None, fmt: str, json_as_sent: bool) -> dict:
+    def document(entry: Any, event: Any, modalities: list[str] | None, fmt: str, json_as_sent: bool,
+                 batched: bool = False) -> dict:  # one canvas a step: WebGL has no batched body (the header is ignored)
         return webgl_document(event, entry.session.steps, modalities)
 
 
