@@ -34,7 +34,12 @@ from unirender.http_format import WireError, array_from_description, is_array_de
 from unirender.jobs.mlagents_episodes import behavior_views, frame_of
 from unirender.service.errors import ApiError
 from unirender.service.models import StrictBody, validate_body
-from unirender.service.one_shot import RenderDocuments, check_frame_count, one_shot_session
+from unirender.service.one_shot import (
+    OneShotSimulator,
+    RenderDocuments,
+    check_frame_count,
+    session_controller_kwargs,
+)
 from unirender.simulator import MLAGENTS
 from unirender.spec.mlagents import MLAgentsEnvironmentSpec, MLAgentsEpisodeSpec, MLAgentsJobSpec, RecordSpec
 
@@ -321,35 +326,6 @@ class MLAgentsSession:
         return mlagents_document(event, entry.session.steps, self.specs, self.record, modalities)
 
 
-class _OneShotGame:
-    """A one-shot render's game as the jobs' episode driver takes one (``MLAgentsSeat``'s simulator): a temporary
-    session of the requester, launched (and so reset) for the unit; ``stop()`` ends it."""
-
-    def __init__(self, app: ServiceApp, owner: str, kwargs: dict, request_doc: dict):
-        self._block = one_shot_session(app, owner, {**kwargs, "protocol": MLAGENTS}, request_doc)
-        self.session = self._block.__enter__()
-
-    @property
-    def last_event(self):
-        return self.session.last_event
-
-    def describe(self):
-        return self.session.describe()
-
-    def step(self, actions):
-        return self.session.step(actions)
-
-    def stop(self) -> None:
-        self._block.__exit__(None, None, None)
-
-
-def _controller_kwargs(app: ServiceApp, env: MLAgentsEnvironmentSpec, auto_restart: bool) -> dict:
-    kwargs = {**env.controller_kwargs(), "protocol": MLAGENTS}
-    kwargs["log_dir"] = str(app.config.data_root / "player-logs")
-    kwargs["max_restarts"] = max(1, env.max_restarts) if auto_restart else 0
-    return kwargs
-
-
 class MLAgentsFamily:
     name = MLAGENTS
     session_body = MLAgentsSessionCreate
@@ -361,7 +337,7 @@ class MLAgentsFamily:
     def create_session(self, app: ServiceApp, owner: str, data: Any):
         body = validate_body(MLAgentsSessionCreate, data)
         app.policy.check_game(body.environment)
-        kwargs = _controller_kwargs(app, body.environment, body.auto_restart)
+        kwargs = session_controller_kwargs(app, body.environment, MLAGENTS, body.auto_restart)
         if body.seed:
             kwargs["seed"] = body.seed
         if body.environment.environment_parameters:
@@ -385,10 +361,10 @@ class MLAgentsFamily:
         app.policy.check_game(body.environment)  # before any player starts
         spec = MLAgentsJobSpec(environment=body.environment, record=body.record, episodes=[body.episode])
         request_doc = body.model_dump(mode="json")
-        kwargs = _controller_kwargs(app, body.environment, auto_restart=False)
+        kwargs = session_controller_kwargs(app, body.environment, MLAGENTS, auto_restart=False)
         docs = RenderDocuments()
         for unit in expand_mlagents_units(spec):  # each repeat on a fresh game: its seed decides its frames
-            seat = MLAgentsSeat(lambda k: _OneShotGame(app, owner, k, request_doc), kwargs)
+            seat = MLAgentsSeat(lambda k: OneShotSimulator(app, owner, k, request_doc, MLAGENTS), kwargs)
             try:
                 for _index, frame in run_mlagents_frames(seat, unit, spec):
                     docs.add({"metadata": frame.metadata, "frames": frame.frames()})

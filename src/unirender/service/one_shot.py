@@ -73,3 +73,35 @@ def one_shot_session(app: ServiceApp, owner: str, controller_kwargs: dict, reque
 
 __all__ = ["MAX_RENDER_FRAMES", "ONE_SHOT", "STARTING", "NotSteppable", "RenderDocuments", "check_frame_count",
            "one_shot_session"]
+
+
+class OneShotSimulator:
+    """A one-shot render's player as the jobs' episode drivers take one (``MLAgentsSeat``'s, ``WebGLSeat``'s
+    simulator): a temporary session of the requester (:func:`one_shot_session`), started (and so reset) for the
+    unit; ``stop()`` ends it."""
+
+    def __init__(self, app: ServiceApp, owner: str, kwargs: dict, request_doc: dict, protocol: str):
+        self._block = one_shot_session(app, owner, {**kwargs, "protocol": protocol}, request_doc)
+        self.session = self._block.__enter__()
+
+    @property
+    def last_event(self):
+        return self.session.last_event
+
+    def describe(self):
+        return self.session.describe()
+
+    def step(self, action):
+        return self.session.step(action)
+
+    def stop(self) -> None:
+        self._block.__exit__(None, None, None)
+
+
+def session_controller_kwargs(app: ServiceApp, env: Any, protocol: str, auto_restart: bool) -> dict:
+    """A family environment spec's controller kwargs as the service launches them: its player logs under the
+    data root, restarts only when the session asked for them."""
+    kwargs = {**env.controller_kwargs(), "protocol": protocol}
+    kwargs["log_dir"] = str(app.config.data_root / "player-logs")
+    kwargs["max_restarts"] = max(1, env.max_restarts) if auto_restart else 0
+    return kwargs

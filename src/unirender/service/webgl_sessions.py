@@ -25,7 +25,12 @@ from pydantic import Field
 from unirender.jobs.webgl_episodes import FRAME_KEY, frame_of
 from unirender.service.errors import ApiError
 from unirender.service.models import StrictBody, validate_body
-from unirender.service.one_shot import RenderDocuments, check_frame_count, one_shot_session
+from unirender.service.one_shot import (
+    OneShotSimulator,
+    RenderDocuments,
+    check_frame_count,
+    session_controller_kwargs,
+)
 from unirender.simulator import WEBGL
 from unirender.spec.webgl import NOOP, WebGLEnvironmentSpec, WebGLEpisodeSpec, WebGLJobSpec, WebGLRecordSpec
 
@@ -110,35 +115,6 @@ class WebGLSession:
         return webgl_document(event, entry.session.steps, modalities)
 
 
-class _OneShotPage:
-    """A one-shot render's page as the jobs' episode driver takes one (``WebGLSeat``'s simulator): a temporary
-    session of the requester, booted (and so reset) for the unit; ``stop()`` ends it."""
-
-    def __init__(self, app: ServiceApp, owner: str, kwargs: dict, request_doc: dict):
-        self._block = one_shot_session(app, owner, {**kwargs, "protocol": WEBGL}, request_doc)
-        self.session = self._block.__enter__()
-
-    @property
-    def last_event(self):
-        return self.session.last_event
-
-    def describe(self):
-        return self.session.describe()
-
-    def step(self, action):
-        return self.session.step(action)
-
-    def stop(self) -> None:
-        self._block.__exit__(None, None, None)
-
-
-def _controller_kwargs(app: ServiceApp, env: WebGLEnvironmentSpec, auto_restart: bool) -> dict:
-    kwargs = {**env.controller_kwargs(), "protocol": WEBGL}
-    kwargs["log_dir"] = str(app.config.data_root / "player-logs")
-    kwargs["max_restarts"] = max(1, env.max_restarts) if auto_restart else 0
-    return kwargs
-
-
 def _check_environment(app: ServiceApp, env: WebGLEnvironmentSpec) -> None:
     """An allowed build (the folder in ``allowed_executables``, or an allowed or uploaded build reference, then
     pinned to its digest: ``ActionPolicy.check_game`` as for every family) within the pixel limit."""
@@ -156,7 +132,7 @@ class WebGLFamily:
     def create_session(self, app: ServiceApp, owner: str, data: Any):
         body = validate_body(WebGLSessionCreate, data)
         _check_environment(app, body.environment)
-        kwargs = _controller_kwargs(app, body.environment, body.auto_restart)
+        kwargs = session_controller_kwargs(app, body.environment, WEBGL, body.auto_restart)
         return app.sessions.create(owner, kwargs, body.model_dump(mode="json"), auto_restart=body.auto_restart,
                                    adapt=lambda entry: WebGLSession(entry.session.describe()),
                                    failure="it could not describe its actions")
@@ -172,10 +148,10 @@ class WebGLFamily:
         _check_environment(app, body.environment)  # before any page boots
         spec = WebGLJobSpec(environment=body.environment, record=body.record, episodes=[body.episode])
         request_doc = body.model_dump(mode="json")
-        kwargs = _controller_kwargs(app, body.environment, auto_restart=False)
+        kwargs = session_controller_kwargs(app, body.environment, WEBGL, auto_restart=False)
         docs = RenderDocuments()
         for unit in expand_webgl_units(spec):  # each repeat on a freshly booted page, as a job's
-            seat = WebGLSeat(lambda k: _OneShotPage(app, owner, k, request_doc), kwargs)
+            seat = WebGLSeat(lambda k: OneShotSimulator(app, owner, k, request_doc, WEBGL), kwargs)
             try:
                 for _index, frame in run_webgl_frames(seat, unit, spec):
                     docs.add({"metadata": frame.metadata, "frames": frame.frames()})
