@@ -23,7 +23,7 @@ HEADERS = {"Authorization": f"Bearer {TOKEN}"}
 @pytest.fixture(scope="module")
 def service(make_service, tmp_path_factory):
     if chromium.find_chromium() is None:
-        pytest.skip("no Chromium (sudo apt-get install -y chromium)")
+        pytest.skip("missing dependency: Chromium (sudo apt-get install -y chromium)")  # fails the run under CI
     store = tmp_path_factory.mktemp("service-store")
     return make_service({"tokens": {"t": {"token": TOKEN, "scopes": ["sessions", "jobs", "builds:write"]}},
                          "allowed_executables": [str(GAME)], "build_store": str(store)})  # fmt: skip
