@@ -3,6 +3,8 @@ those docs use it, with only the import changed, over the reference ML-Agents ga
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -184,9 +186,11 @@ def test_action_checks_and_their_messages(env):
         env.set_actions("Nope?team=0", spec.action_spec.empty_action(2))
     with pytest.raises(UnityActionException, match="does not correspond to an existing agent group"):
         env.get_steps("Nope?team=0")
-    env.set_actions(name, ActionTuple(np.zeros((2, 2)), np.full((2, 1), 7)))  # a shape match is accepted ...
-    with pytest.raises(UnityActionException, match="discrete branch 0 takes 0..2"):
-        env.step()  # ... and the value checked before it is sent (mlagents-envs sends it; Unity then errs)
+    # A value out of its branch: refused where it is set (mlagents-envs sends it and Unity then errs), in the words
+    # the service's API uses for it too (protocol.mlagents.actions)
+    with pytest.raises(UnityActionException, match=rf"actions\.{re.escape(name)}\.discrete\.0\.0: 7 is not a choice: "
+                       "discrete branch 0 takes 0..2"):  # fmt: skip
+        env.set_actions(name, ActionTuple(np.zeros((2, 2)), np.full((2, 1), 7)))
     env.set_actions(name, spec.action_spec.random_action(2))
     env.step()  # still usable
     assert len(env.get_steps(name)[0]) == 2

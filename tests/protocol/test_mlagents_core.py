@@ -191,11 +191,11 @@ def test_step_actions_wire_order_and_checks():
     agents = [pb.AgentInfoProto(id=i, observations=[visual_obs(np.zeros((2, 2, 3), np.uint8)), vector_obs([0, 0, 0])])
               for i in (5, 3)]  # fmt: skip
     p.receive(output_request(agents))
-    with pytest.raises(ValueError, match=r"shape \(2, 2\)"):
+    with pytest.raises(ValueError, match=r"input of dimension \(2, 2\)"):
         p.step({BEHAVIOR: ActionTuple(np.zeros((1, 2)), np.zeros((2, 1)))})
     with pytest.raises(ValueError, match="branch 0 takes 0..2"):
         p.step({BEHAVIOR: ActionTuple(np.zeros((2, 2)), np.array([[0], [3]]))})
-    with pytest.raises(ValueError, match="unknown behavior"):
+    with pytest.raises(ValueError, match="has no behavior"):
         p.step({"Other?team=0": None})
     assert p.state is State.READY  # nothing was sent
     data = p.step({BEHAVIOR: {"continuous": [[0.5, -1], [0.25, 1]], "discrete": [[1], [2]]}})

@@ -157,7 +157,7 @@ def test_action_arrays_are_accepted_and_checked_as_lists_are(app, session_id):
     for kind, array, code in (
         ("continuous", np.zeros(2, np.float32), "invalid_action_shape"),
         ("continuous", np.ones((2, 2), bool), "invalid_action"),
-        ("discrete", np.zeros((2, 1), np.float32), "invalid_action"),
+        ("discrete", np.full((2, 1), 0.5, np.float32), "invalid_action"),
         ("continuous", np.full((2, 2), np.nan, np.float32), "invalid_action"),
     ):
         resp = _msgpack_step(http, session_id, {BEHAVIOR: {kind: array}})

@@ -16,7 +16,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from unirender.mlagents.exception import UnityActionException, UnityObservationException
+from unirender.protocol.mlagents.actions import ActionError, check_behavior_action
 from unirender.protocol.mlagents.errors import ObservationError
+from unirender.protocol.mlagents.steps import ActionSpec as _CoreActionSpec
 from unirender.protocol.mlagents.steps import ActionTuple as _CoreActionTuple
 
 AgentId = int
@@ -283,22 +285,14 @@ class ActionSpec(NamedTuple):
         return ActionTuple(continuous=continuous, discrete=discrete)
 
     def _validate_action(self, actions: ActionTuple, n_agents: int, name: str) -> ActionTuple:
-        """The shape checks of mlagents-envs, with its messages."""
-        expected = (n_agents, self.continuous_size)
-        if actions.continuous.shape != expected:
-            raise UnityActionException(
-                f"The behavior {name} needs a continuous input of dimension "
-                f"{expected} for (<number of agents>, <action size>) but "
-                f"received input of dimension {actions.continuous.shape}"
-            )
-        expected = (n_agents, self.discrete_size)
-        if actions.discrete.shape != expected:
-            raise UnityActionException(
-                f"The behavior {name} needs a discrete input of dimension "
-                f"{expected} for (<number of agents>, <action size>) but "
-                f"received input of dimension {actions.discrete.shape}"
-            )
-        return actions
+        """The one action check every way in shares (``protocol.mlagents.actions``: a wrong shape in
+        mlagents-envs' own words), its failure as ``UnityActionException``; float32 and int32 out."""
+        spec = _CoreActionSpec(self.continuous_size, tuple(self.discrete_branches))
+        try:
+            checked = check_behavior_action(actions, spec, n_agents, name)
+        except ActionError as exc:
+            raise UnityActionException(str(exc)) from None
+        return ActionTuple(continuous=checked.continuous, discrete=checked.discrete)
 
     @staticmethod
     def create_continuous(continuous_size: int) -> ActionSpec:

@@ -32,6 +32,8 @@ from unirender.deprecation import renamed
 from unirender.errors import SpecError
 from unirender.http_format import WireError, array_from_description, is_array_description
 from unirender.jobs.mlagents_episodes import behavior_views, frame_of
+from unirender.protocol.mlagents.actions import ActionError, check_actions
+from unirender.protocol.mlagents.steps import ActionSpec
 from unirender.service.errors import ApiError
 from unirender.service.models import StrictBody, validate_body
 from unirender.service.one_shot import (
@@ -168,52 +170,18 @@ class MLAgentsRenderRequest(StrictBody):
     episode: MLAgentsEpisodeSpec
 
 
-def check_behavior_actions(actions: dict, spaces: Mapping[str, Any], decision_counts: dict, max_agents: int) -> None:
-    """One step's ``{behavior: {"continuous": rows, "discrete": rows}}`` against the action spaces
-    (``Description.actions.behaviors``) and the decision agents of the last event: known behaviors, one row per
-    decision agent (at most ``max_agents``: ``limits.agents``), row widths as the space says, discrete values
-    inside their branch. A 422 naming the path otherwise."""
-    for name, given in actions.items():
-        at = f"actions.{name}"
-        if name not in spaces:
-            raise ApiError(422, "unknown_behavior", f"{at}: the game has no behavior {name!r}; it has "
-                           f"{sorted(spaces)}", path=at)
-        space, n = spaces[name], decision_counts.get(name, 0)
-        if n > max_agents:
-            raise ApiError(422, "too_many_agents", f"{at}: {n} decision agents exceed the limit of "
-                           f"{max_agents}", path=at)
-        for kind, width in (("continuous", space.continuous), ("discrete", len(space.discrete))):
-            rows = given.get(kind)
-            if rows is None:
-                continue
-            if isinstance(rows, np.ndarray):
-                _check_array(rows, kind, f"{at}.{kind}")
-            if len(rows) != n:
-                raise ApiError(422, "invalid_action_shape", f"{at}.{kind}: {len(rows)} rows, the behavior has "
-                               f"{n} decision agents (one row each, in decision order)", path=f"{at}.{kind}")
-            for i, row in enumerate(rows):
-                if len(row) != width:
-                    raise ApiError(422, "invalid_action_shape", f"{at}.{kind}.{i}: {len(row)} values, the "
-                                   f"behavior takes {width}", path=f"{at}.{kind}.{i}")
-                if kind == "discrete":
-                    for b, (value, size) in enumerate(zip(row, space.discrete, strict=True)):
-                        if not 0 <= value < size:
-                            raise ApiError(422, "invalid_action", f"{at}.discrete.{i}.{b}: {value} is not a "
-                                           f"choice of a branch of {size}", path=f"{at}.discrete.{i}.{b}")
-
-
-def _check_array(rows: np.ndarray, kind: str, at: str) -> None:
-    """An action array's rank and dtype (before the shape checks the lists have too): continuous rows are numbers
-    (float or integer, finite), discrete rows integers; a bool array is neither, as a JSON ``true`` is not."""
-    if rows.ndim != 2:
-        raise ApiError(422, "invalid_action_shape", f"{at}: an array of shape {list(rows.shape)}; actions are "
-                       "(decision agents, values)", path=at)
-    allowed = "iuf" if kind == "continuous" else "iu"
-    if rows.dtype.kind not in allowed:
-        want = "numbers" if kind == "continuous" else "integers"
-        raise ApiError(422, "invalid_action", f"{at}: a {rows.dtype} array; {kind} actions are {want}", path=at)
-    if rows.dtype.kind == "f" and rows.size and not np.isfinite(rows).all():
-        raise ApiError(422, "invalid_action", f"{at}: NaN or infinite values", path=at)
+def check_behavior_actions(actions: dict, spaces: Mapping[str, Any], decision_counts: dict, max_agents: int) -> dict:
+    """One step's ``{behavior: {"continuous": rows, "discrete": rows}}`` (lists or arrays) against the action spaces
+    (``Description.actions.behaviors``) and the decision agents of the last event (at most ``max_agents``:
+    ``limits.agents``) -> ``{behavior: {"continuous": float32 (n, c), "discrete": int32 (n, b)}}``. The check is
+    the one every way in shares (``protocol.mlagents.actions``); what it refuses is a 422 with its code, path and
+    words."""
+    specs = {name: ActionSpec(space.continuous, tuple(space.discrete)) for name, space in spaces.items()}
+    try:
+        checked = check_actions(actions, specs, decision_counts, max_agents)
+    except ActionError as exc:
+        raise ApiError(422, exc.code, str(exc), path=exc.path) from None
+    return {name: {"continuous": action.continuous, "discrete": action.discrete} for name, action in checked.items()}
 
 
 def split_action_arrays(data: Any) -> tuple[Any, dict]:
@@ -241,26 +209,6 @@ def split_action_arrays(data: Any) -> tuple[Any, dict]:
                 rest[kind] = value
         stripped[name] = rest
     return ({**data, "actions": stripped} if arrays else data), arrays
-
-
-def action_arrays(actions: dict, spaces: Mapping[str, Any], counts: dict) -> dict:
-    """Checked lists or arrays -> per behavior ``{"continuous": float32 (n, c), "discrete": int32 (n, b)}``
-    (an array already of that dtype is taken as it is); a kind left out is zeros."""
-    out = {}
-    for name, given in actions.items():
-        space, n = spaces[name], counts.get(name, 0)
-        c, d = space.continuous, len(space.discrete)
-        out[name] = {
-            "continuous": _given(given.get("continuous"), (n, c), np.float32),
-            "discrete": _given(given.get("discrete"), (n, d), np.int32),
-        }
-    return out
-
-
-def _given(rows: Any, shape: tuple[int, int], dtype) -> np.ndarray:
-    if rows is None or (not isinstance(rows, np.ndarray) and not rows):
-        return np.zeros(shape, dtype)
-    return np.asarray(rows, dtype).reshape(shape)
 
 
 def _check_record(record: RecordSpec, specs: dict) -> None:
@@ -305,8 +253,8 @@ class MLAgentsSession:
         actions = {name: a.model_dump(exclude_none=True) for name, a in body.actions.items()}
         for (name, kind), rows in arrays.items():
             actions.setdefault(name, {})[kind] = rows
-        check_behavior_actions(actions, self.spaces, counts, app.policy.limits.agents)
-        receive = app.sessions.begin_step(owner, session_id, action_arrays(actions, self.spaces, counts))
+        checked = check_behavior_actions(actions, self.spaces, counts, app.policy.limits.agents)
+        receive = app.sessions.begin_step(owner, session_id, checked)
         return lambda: self._seen(entry, receive())
 
     def reset(self, app: ServiceApp, owner: str, session_id: str, data: Any):

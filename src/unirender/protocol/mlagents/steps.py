@@ -381,52 +381,6 @@ def split_steps(infos, spec: BehaviorSpec, layout: str) -> tuple[DecisionSteps, 
     return decision, terminal
 
 
-def coerce_actions(value, spec: ActionSpec, n_agents: int, behavior: str) -> ActionTuple:
-    """An ActionTuple, a dict(continuous=, discrete=), or one array (for a purely continuous or discrete spec)
-    -> a checked ActionTuple with float32 (n, c) and int32 (n, b). ``None`` = zeros (mlagents-envs' default)."""
-    if value is None:
-        return spec.empty(n_agents)
-    if isinstance(value, dict):
-        unknown = set(value) - {"continuous", "discrete"}
-        if unknown:
-            raise ValueError(f"actions for {behavior!r}: unknown keys {sorted(unknown)}")
-        value = ActionTuple(value.get("continuous"), value.get("discrete"))
-    elif not isinstance(value, ActionTuple):
-        array = np.asarray(value)
-        if spec.continuous_size and not spec.discrete_branches:
-            value = ActionTuple(array, None)
-        elif spec.discrete_branches and not spec.continuous_size:
-            value = ActionTuple(None, array)
-        else:
-            raise ValueError(
-                f"actions for {behavior!r}: the behavior has continuous and discrete actions; pass "
-                "ActionTuple(continuous, discrete) or a dict"
-            )
-    continuous = _checked(value.continuous, (n_agents, spec.continuous_size), np.float32, behavior, "continuous")
-    discrete = _checked(value.discrete, (n_agents, spec.discrete_size), np.int32, behavior, "discrete")
-    for b, size in enumerate(spec.discrete_branches):
-        column = discrete[:, b]
-        if column.size and (column.min() < 0 or column.max() >= size):
-            raise ValueError(f"actions for {behavior!r}: discrete branch {b} takes 0..{size - 1}, got {column}")
-    return ActionTuple(continuous, discrete)
-
-
-def _checked(array, shape, dtype, behavior: str, kind: str) -> np.ndarray:
-    if array is None:
-        return np.zeros(shape, dtype)
-    array = np.asarray(array)
-    if array.ndim == 1 and shape[0] == 1 and array.shape[0] == shape[1]:
-        array = array[None, :]
-    if array.shape != shape:
-        raise ValueError(f"{kind} actions for {behavior!r} must have shape {shape} (agents, size), got {array.shape}")
-    if kind == "continuous" and not np.isfinite(array).all():
-        raise ValueError(f"continuous actions for {behavior!r} contain NaN or infinite values")
-    if kind == "discrete" and array.size and not np.issubdtype(array.dtype, np.integer):
-        if not np.array_equal(array, np.round(array)):
-            raise ValueError(f"discrete actions for {behavior!r} must be integers, got {array}")
-    return np.ascontiguousarray(array, dtype=dtype)
-
-
 def fill_action_list(target, actions: ActionTuple) -> None:
     """Append one ``AgentActionProto`` per agent to ``target`` (a ``ListAgentActionProto.value``), also filling
     ``vector_actions_deprecated`` (continuous + discrete as floats) for communicators older than 1.3."""

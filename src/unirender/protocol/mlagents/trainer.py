@@ -22,13 +22,12 @@ from dataclasses import dataclass
 
 from unirender.protocol.mlagents import communicator_objects_pb2 as pb
 from unirender.protocol.mlagents import side_channels as sc
+from unirender.protocol.mlagents.actions import check_actions
 from unirender.protocol.mlagents.errors import CommunicatorStoppedError, MLAgentsProtocolError
 from unirender.protocol.mlagents.events import MLAgentsEvent
 from unirender.protocol.mlagents.steps import (
-    ActionTuple,
     BehaviorSpec,
     behavior_spec_from,
-    coerce_actions,
     fill_action_list,
     split_steps,
 )
@@ -205,17 +204,18 @@ class TrainerProtocol:
     def step(
         self, actions: Mapping[str, object] | None = None, side_channel: Iterable[sc.SideChannelMessage] = ()
     ) -> bytes:
-        """Actions per behavior name (see :func:`coerce_actions`); behaviors left out get zeros."""
+        """Actions per behavior name (what :func:`~unirender.protocol.mlagents.actions.check_behavior_action`
+        takes); behaviors left out get zeros. A wrong action raises ``ActionError`` (a ``ValueError``)."""
         self._expect_ready("step")
         actions = dict(actions or {})
-        unknown = set(actions) - set(self.behavior_specs)
-        if unknown:
-            raise ValueError(f"actions for unknown behavior(s) {sorted(unknown)}; known: {sorted(self.behavior_specs)}")
-        checked: dict[str, ActionTuple] = {}
-        for name, count in self.decision_counts.items():  # check everything before changing any state
-            action = coerce_actions(actions.get(name), self.behavior_specs[name].action_spec, count, name)
-            if count:  # behaviors without waiting agents are left out of the map, as mlagents-envs does
-                checked[name] = action
+        specs = {name: spec.action_spec for name, spec in self.behavior_specs.items()}
+        strays = {name: value for name, value in actions.items() if name not in specs}  # refused first
+        waiting = {name: actions.get(name) for name in self.decision_counts}
+        # everything is checked before any state changes; behaviors without waiting agents are left out of the
+        # map, as mlagents-envs does
+        checked = {name: action for name, action in check_actions({**strays, **waiting}, specs,
+                                                                   self.decision_counts).items()
+                   if self.decision_counts[name]}  # fmt: skip
         message = _message(OK)
         rl_input = message.unity_input.rl_input
         for name, action in checked.items():

@@ -73,22 +73,16 @@ class MLAgentsConsole:
                            '"discrete": [...]}')
         behaviors = description.actions.behaviors if description is not None else {}
         name = body["behavior"]
-        if name not in behaviors:
-            raise ApiError(422, "invalid_action", f"no behavior {name!r}; this game has {sorted(behaviors)}")
-        space = behaviors[name]
-        continuous = _numbers(body.get("continuous") or [0.0] * space.continuous, space.continuous, "continuous")
-        discrete = _numbers(body.get("discrete") or [0] * len(space.discrete), len(space.discrete), "discrete")
-        if any(choice != int(choice) for choice in discrete):
-            raise ApiError(422, "invalid_action", "discrete choices are whole numbers")
         from unirender.service.mlagents_sessions import check_behavior_actions
 
-        # The API's own check (one for both), on the one row every deciding agent gets: even with none deciding.
-        check_behavior_actions({name: {"continuous": [continuous], "discrete": [[int(c) for c in discrete]]}}, behaviors,
-                      {name: 1}, 1)  # fmt: skip
+        # The API's own check, on the one row every deciding agent gets (checked even with none deciding).
+        row = {kind: [body[kind]] for kind in ("continuous", "discrete") if body.get(kind) is not None}
+        checked = check_behavior_actions({name: row}, behaviors, {name: 1}, 1)[name]
+        continuous, discrete = checked["continuous"][0].tolist(), checked["discrete"][0].tolist()
         steps = event.decision_steps.get(name) if event is not None else None
         n = len(steps) if steps is not None else 0
-        actions = {"actions": {name: {"continuous": [continuous] * n, "discrete": [[int(c) for c in discrete]] * n}}}
-        label = " ".join([f"{v:+.2f}" for v in continuous] + [str(int(c)) for c in discrete]) or "step"
+        actions = {"actions": {name: {"continuous": [continuous] * n, "discrete": [discrete] * n}}}
+        label = " ".join([f"{v:+.2f}" for v in continuous] + [str(c) for c in discrete]) or "step"
         return actions, f"{name.split('?', 1)[0]} [{label}]"
 
     def transport(self, environment: dict) -> str:
@@ -96,13 +90,6 @@ class MLAgentsConsole:
 
     def result(self, event: Any, label: str) -> dict:
         return {**self.caption(event), "action": label, "success": True}
-
-
-def _numbers(value: Any, size: int, field: str) -> list[float]:
-    if (not isinstance(value, list) or len(value) != size
-            or any(isinstance(v, bool) or not isinstance(v, int | float) for v in value)):  # fmt: skip
-        raise ApiError(422, "invalid_action", f"{field} must be a list of {size} numbers")
-    return [float(v) for v in value]
 
 
 CONSOLE = MLAgentsConsole()
