@@ -300,7 +300,7 @@ class RestartWindow:
 
     restarts: RestartBudget
     log_path: Any
-    _crash_error: type[BaseException]
+    _crash_error: type[BaseException] | tuple[type[BaseException], ...]  # relaunched within the budget
     _restarted_error: type[BaseException]
     _unusable_errors: tuple[type[BaseException], ...]
     _noted_errors: tuple[type[BaseException], ...] = ()  # unusable errors that get a note naming the player log

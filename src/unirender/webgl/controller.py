@@ -245,10 +245,12 @@ class WebGLController(RestartWindow):
         return f"<WebGLController {self.build.root} {self.width}x{self.height} pid={getattr(self.browser, 'pid', None)}>"
 
     # -- launching --------------------------------------------------------------------------------------------
+    x_display = None  # PlatformRequest.of reads it: a browser needs no X display
+
     def _resolve_platform(self):
         from unirender.platforms import PlatformRequest, resolve
 
-        return resolve(PlatformRequest(width=self.width, height=self.height, gpu_device=self.gpu_device), "WebGL")
+        return resolve(PlatformRequest.of(self, headless=True, builtin=False), "WebGL")
 
     def _launch(self) -> None:
         from unirender.platforms import chromium
@@ -425,37 +427,44 @@ class WebGLController(RestartWindow):
         return np.asarray(Image.fromarray(image).resize((self.width, self.height), Image.BILINEAR))
 
     # -- failure handling -------------------------------------------------------------------------------------
+    # Crash supervision (RestartWindow._supervised): a crashed tab, a dead browser or a hung step is a crash,
+    # restarted within the budget (a hung tab cannot be told from a dead one from outside, so both relaunch).
+    _crash_error, _restarted_error, _unusable_errors = (PlayerCrashedError, PlayerTimeoutError), RestartError, ()
+
     def _guarded(self, operation):
         if self._closed:
             raise PlayerError("this WebGLController is stopped; create a new one", log_path=self.log_path)
         if self.browser is None:
             raise PlayerError("the browser is gone (a failed restart); create a new controller",
                               log_path=self.log_path)
+        return self._supervised(lambda: self._in_page(operation))
+
+    def _in_page(self, operation):
+        """``operation`` with a crash named by the browser (what died, its exit, the console's tail) and a call
+        the page refused as a ``PlayerError``."""
         try:
             return operation()
         except (PlayerCrashedError, PlayerTimeoutError) as failure:
-            crash = failure
             if isinstance(failure, PlayerCrashedError) or self.browser.page.closed_reason is not None:
-                crash = self.browser.crash_error("stepping")
-                crash.__cause__ = failure
-            self._shutdown()
-            if not self.restarts.take():
-                self.stop()
-                crash.add_note(f"unirender: not restarted ({self.restarts.describe()})")
-                raise crash from failure
-            try:
-                self._launch()
-            except BaseException as exc:
-                self.stop()
-                raise exc from crash
-            raise RestartError(
-                f"the WebGL player crashed or hung and was restarted ({len(self.restarts)} of max "
-                f"{self.max_restarts} within {self.restart_window_s:g} s); call reset() to start a new episode. "
-                f"Cause: {crash}"
-            ) from crash
+                raise self.browser.crash_error("stepping") from failure
+            raise
         except CDPError as exc:
             raise PlayerError(f"the page refused the step: {exc}" + self._console_tail(),
                               log_path=self.log_path) from exc
+
+    def _shutdown_player(self) -> None:
+        self._shutdown()
+
+    def _relaunch(self) -> None:
+        self._launch()
+
+    def _end(self) -> None:
+        self.stop()
+
+    def _restarted_message(self, crash: BaseException) -> str:
+        return (f"the WebGL player crashed or hung and was restarted ({len(self.restarts)} of max "
+                f"{self.max_restarts} within {self.restart_window_s:g} s); call reset() to start a new episode. "
+                f"Cause: {crash}")
 
     def _shutdown(self) -> None:
         browser, self.browser = self.browser, None
