@@ -43,7 +43,9 @@ def read_tokens(path: str | os.PathLike) -> list[str]:
         raise SpecError(f"token file {path} holds no token")
     short = [i for i, t in enumerate(tokens) if len(t) < 16]
     if short:
-        raise SpecError(f"token file {path}: tokens must be at least 16 characters (token {short[0] + 1} is not)")
+        raise SpecError(
+            f"token file {path}: tokens must be at least 16 characters (token {short[0] + 1} is not)"
+        )
     return tokens
 
 
@@ -79,7 +81,11 @@ class TokenGate:
         return any([hmac.compare_digest(token.encode(), t) for t in self._tokens])
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
-        if scope["type"] not in ("http", "websocket") or scope.get("path") in UNGATED_PATHS or self._allowed(scope):
+        if (
+            scope["type"] not in ("http", "websocket")
+            or scope.get("path") in UNGATED_PATHS
+            or self._allowed(scope)
+        ):
             await self.app(scope, receive, send)
             return
         if scope["type"] == "websocket":
@@ -188,8 +194,10 @@ def serve(
             sock.listen(128)
             bound = sock.getsockname()[1]
             shown = f"[{host}]" if family == socket.AF_INET6 else host
-            announce(f"unirender openenv: serving {served.family} environment {served.env_id!r} on "
-                     f"http://{shown}:{bound} (WebSocket /ws, at most {served.max_sessions} sessions)")
+            announce(
+                f"unirender openenv: serving {served.family} environment {served.env_id!r} on "
+                f"http://{shown}:{bound} (WebSocket /ws, at most {served.max_sessions} sessions)"
+            )
             config = uvicorn.Config(app, log_level="warning", lifespan="on")
             uvicorn.Server(config).run(sockets=[sock])
         finally:

@@ -25,16 +25,34 @@ def register(subparsers) -> None:
     serve.add_argument("spec", help="YAML/JSON/TOML spec file with the environment")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
-    serve.add_argument("--max-sessions", type=int, default=4,
-                       help="players at once (WebSocket sessions and HTTP resets together; default 4)")
+    serve.add_argument(
+        "--max-sessions",
+        type=int,
+        default=4,
+        help="players at once (WebSocket sessions and HTTP resets together; default 4)",
+    )
     serve.add_argument("--token-file", default=None, help="tokens clients must send, one per line")
-    serve.add_argument("--backend", default="local", choices=["local", "ray", "service"],
-                       help="where players run (default local)")
-    serve.add_argument("--backend-option", action="append", default=[], metavar="KEY=VALUE",
-                       help="an option of the backend (e.g. address=..., url=..., token=...); repeatable")
-    serve.add_argument("--behavior", default=None, help="ML-Agents: the behavior observed (default: the first)")
-    serve.add_argument("--allow-open", action="store_true",
-                       help="serve without tokens on a non-loopback --host (only on a private network)")
+    serve.add_argument(
+        "--backend",
+        default="local",
+        choices=["local", "ray", "service"],
+        help="where players run (default local)",
+    )
+    serve.add_argument(
+        "--backend-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an option of the backend (e.g. address=..., url=..., token=...); repeatable",
+    )
+    serve.add_argument(
+        "--behavior", default=None, help="ML-Agents: the behavior observed (default: the first)"
+    )
+    serve.add_argument(
+        "--allow-open",
+        action="store_true",
+        help="serve without tokens on a non-loopback --host (only on a private network)",
+    )
     serve.set_defaults(func=run_serve)
 
 
@@ -53,14 +71,25 @@ def run_serve(args: argparse.Namespace) -> int:
 
     try:
         tokens = read_tokens(args.token_file) if args.token_file else None
-        served = load_served(args.spec, backend=args.backend, backend_options=_options(args.backend_option),
-                             max_sessions=args.max_sessions, behavior=args.behavior)
+        served = load_served(
+            args.spec,
+            backend=args.backend,
+            backend_options=_options(args.backend_option),
+            max_sessions=args.max_sessions,
+            behavior=args.behavior,
+        )
     except (SpecError, ValueError) as exc:
         print(f"unirender openenv serve: {exc}", file=sys.stderr)
         return 2
     try:
-        return serve(served, host=args.host, port=args.port, tokens=tokens, allow_open=args.allow_open,
-                     announce=lambda line: print(line, flush=True))
+        return serve(
+            served,
+            host=args.host,
+            port=args.port,
+            tokens=tokens,
+            allow_open=args.allow_open,
+            announce=lambda line: print(line, flush=True),
+        )
     except (SpecError, OSError) as exc:
         print(f"unirender openenv serve: {exc}", file=sys.stderr)
         return 2

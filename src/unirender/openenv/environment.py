@@ -120,7 +120,9 @@ class UnirenderEnvironment(Environment[UnirenderAction, UnirenderObservation, Un
                 launched = True
             try:
                 event = self._adapter.first_event(
-                    self._session, launched, {"scene": scene, "environment_parameters": environment_parameters}
+                    self._session,
+                    launched,
+                    {"scene": scene, "environment_parameters": environment_parameters},
                 )
                 outcome = self._adapter.outcome(self._session, event)
             except Exception as exc:
@@ -135,11 +137,15 @@ class UnirenderEnvironment(Environment[UnirenderAction, UnirenderObservation, Un
             )
             return self._observe(outcome)
 
-    def step(self, action: UnirenderAction, timeout_s: float | None = None, **kwargs: Any) -> UnirenderObservation:
+    def step(
+        self, action: UnirenderAction, timeout_s: float | None = None, **kwargs: Any
+    ) -> UnirenderObservation:
         with self._lock:
             if self._session is None:
                 raise RuntimeError("no player in this session: call reset() first")
-            session_action = self._adapter.session_action(action, self._last_event)  # ValueError: nothing sent
+            session_action = self._adapter.session_action(
+                action, self._last_event
+            )  # ValueError: nothing sent
             try:
                 event = self._session.step(session_action)
                 outcome = self._adapter.outcome(self._session, event)

@@ -27,7 +27,9 @@ def _rows(values: list | None, n: int, width: int, what: str) -> list[list]:
         return [[0] * width for _ in range(n)]
     rows = values if values and isinstance(values[0], list) else [list(values)] * n
     if len(rows) != n:
-        raise ValueError(f"{what}: {len(rows)} lists for {n} agents asking for a decision; give one list for all")
+        raise ValueError(
+            f"{what}: {len(rows)} lists for {n} agents asking for a decision; give one list for all"
+        )
     for row in rows:
         if len(row) != width:
             raise ValueError(f"{what}: {len(row)} values, the behavior takes {width}")
@@ -106,7 +108,9 @@ class MLAgentsAdapter:
         for row in discrete:
             for branch, (choice, size) in enumerate(zip(row, spec.discrete, strict=True)):
                 if not 0 <= choice < size:
-                    raise ValueError(f"discrete_actions: branch {branch} has {size} choices, not index {choice}")
+                    raise ValueError(
+                        f"discrete_actions: branch {branch} has {size} choices, not index {choice}"
+                    )
         return {
             behavior: {
                 "continuous": np.asarray(continuous, np.float32).reshape(n, spec.continuous),
@@ -126,7 +130,9 @@ class MLAgentsAdapter:
                 break
             event = session.step({})  # no agent of the behavior asks for a decision yet: the others get zeros
         else:
-            raise RuntimeError(f"behavior {self.behavior_name!r} asked for no decision in {_MAX_IDLE_STEPS} steps")
+            raise RuntimeError(
+                f"behavior {self.behavior_name!r} asked for no decision in {_MAX_IDLE_STEPS} steps"
+            )
         images, vector = {}, []
         for i, name, visual in self.sensors:
             if visual:
@@ -137,5 +143,10 @@ class MLAgentsAdapter:
         if done:
             metadata["interrupted"] = bool(steps.interrupted[0])
         return Outcome(
-            event=event, images=images, vector=vector, reward=float(steps.reward[0]), done=done, metadata=metadata
+            event=event,
+            images=images,
+            vector=vector,
+            reward=float(steps.reward[0]),
+            done=done,
+            metadata=metadata,
         )

@@ -91,4 +91,6 @@ class UnirenderState(State):
     observation_spec: dict[str, Any] = Field(default_factory=dict)
     include_visual: bool = False
     image_format: str = "png"
-    player: dict[str, Any] = Field(default_factory=dict, description="pid, platform, device (none before reset)")
+    player: dict[str, Any] = Field(
+        default_factory=dict, description="pid, platform, device (none before reset)"
+    )
