@@ -179,12 +179,12 @@ def serve(
     it."""
     import uvicorn
 
-    if not tokens and not allow_open and not is_loopback(host):
-        raise SpecError(
-            f"refusing to serve without tokens on {host}: give --token-file, or --allow-open where the network "
-            "itself is private"
-        )
     try:
+        if not tokens and not allow_open and not is_loopback(host):
+            raise SpecError(
+                f"refusing to serve without tokens on {host}: give --token-file, or --allow-open where the "
+                "network itself is private"
+            )
         app = create_openenv_app(served, tokens)
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
