@@ -260,6 +260,16 @@ def test_a_request_without_the_token_is_refused(server):
     assert refused.status_code == 401 and "token" in refused.json()["detail"]
     allowed = requests.get(f"{server.url}/schema", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)
     assert allowed.status_code == 200 and "action" in allowed.json()
+    # OpenEnv's one-shot HTTP reset: a player for the call, stopped after it (its slot comes back)
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    for _ in range(MAX_SESSIONS + 1):
+        reset = requests.post(
+            f"{server.url}/reset", json={"include_visual": True}, headers=bearer, timeout=120
+        )
+        assert reset.status_code == 200, reset.text
+        assert reset.json()["observation"]["visual_observations"]
+    metadata = requests.get(f"{server.url}/metadata", headers=bearer, timeout=10).json()
+    assert metadata["name"].startswith("unirender:")
     for token in (None, "wrong-token-wrong-token"):
         env = server.client(token)
         try:
