@@ -268,6 +268,10 @@ def test_a_request_without_the_token_is_refused(server):
         )
         assert reset.status_code == 200, reset.text
         assert reset.json()["observation"]["visual_observations"]
+    step = requests.post(f"{server.url}/step", json={"action": {}}, headers=bearer, timeout=60)
+    assert step.status_code == 409 and "reset() first" in step.json()["detail"]  # one-shot: no player to step
+    bad = requests.post(f"{server.url}/reset", json={"image_format": "gif"}, headers=bearer, timeout=60)
+    assert bad.status_code == 400 and "image_format" in bad.json()["detail"]
     metadata = requests.get(f"{server.url}/metadata", headers=bearer, timeout=10).json()
     assert metadata["name"].startswith("unirender:")
     for token in (None, "wrong-token-wrong-token"):

@@ -25,7 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from unirender.errors import SpecError
-from unirender.openenv.environment import ServedEnvironment, UnirenderEnvironment
+from unirender.openenv.environment import (
+    NoPlayerError,
+    ServedEnvironment,
+    SessionLimitError,
+    UnirenderEnvironment,
+)
 from unirender.openenv.models import UnirenderAction, UnirenderObservation
 
 UNGATED_PATHS = frozenset({"/health"})  # a load balancer's probe proves nothing and learns nothing
@@ -145,6 +150,7 @@ def load_served(
 
 def create_openenv_app(served: ServedEnvironment, tokens: list[str] | None = None) -> Any:
     """OpenEnv's app for ``served`` (at most ``served.max_sessions`` WebSocket sessions), gated by ``tokens``."""
+    from fastapi.responses import JSONResponse
     from openenv.core.env_server.http_server import create_fastapi_app
 
     app = create_fastapi_app(
@@ -153,6 +159,12 @@ def create_openenv_app(served: ServedEnvironment, tokens: list[str] | None = Non
         UnirenderObservation,
         max_concurrent_envs=served.max_sessions,
     )
+    # OpenEnv's HTTP /reset and /step let an environment's exception through as a 500 with no message; these are
+    # the caller's to act on (the WebSocket path already sends each one's message)
+    for error, status in ((SessionLimitError, 503), (NoPlayerError, 409), (ValueError, 400)):
+        app.add_exception_handler(
+            error, lambda request, exc, status=status: JSONResponse({"detail": str(exc)}, status_code=status)
+        )
     return TokenGate(app, tokens) if tokens else app
 
 

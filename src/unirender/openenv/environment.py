@@ -35,6 +35,10 @@ class SessionLimitError(RuntimeError):
     """Every player slot of the server is taken."""
 
 
+class NoPlayerError(RuntimeError):
+    """A step before any reset (OpenEnv's one-shot HTTP ``/step`` always is one: each call is a fresh env)."""
+
+
 # How long a launch waits for a player slot before it is refused. OpenEnv counts a WebSocket session gone as soon
 # as its client closes it, before the session's close() has stopped the player (about a second for the reference
 # player, up to close_grace_s for a Unity build): a client that closes one session and opens the next meets that
@@ -142,7 +146,10 @@ class UnirenderEnvironment(Environment[UnirenderAction, UnirenderObservation, Un
     ) -> UnirenderObservation:
         with self._lock:
             if self._session is None:
-                raise RuntimeError("no player in this session: call reset() first")
+                raise NoPlayerError(
+                    "no player in this session: call reset() first (OpenEnv's HTTP /step is one-shot, a fresh "
+                    "environment per call: step over the WebSocket session, /ws)"
+                )
             session_action = self._adapter.session_action(
                 action, self._last_event
             )  # ValueError: nothing sent
