@@ -102,7 +102,7 @@ def test_dev_test_after_demo_installs_the_rest_torch_first_and_says_which_torch(
     assert done.returncode == 0, done.stderr
     pip = [c for c in calls(tmp_path) if " -m pip install" in c]
     assert pip == ["python -m pip install --upgrade pip", "python -m pip install torch==2.13.0",
-                   "python -m pip install -e .[all,test,sb3]"], pip
+                   "python -m pip install -e .[all,test,sb3,openenv]"], pip
     # The truth about PyPI's Linux torch, and the one variable for the CPU build.
     assert "CUDA build" in done.stderr and "2.7 GB" in done.stderr
     assert 'TORCH_REQUIREMENT="torch --index-url https://download.pytorch.org/whl/cpu"' in done.stderr

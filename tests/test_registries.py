@@ -93,6 +93,9 @@ REGISTRIES = [
     Registry("unirender.client:REMOTE_SESSIONS", ("unirender.client",), _strings,
              lambda cls: inspect.isclass(cls) and _has("family", "event_of", "step", "reset", "action_body")(cls)),
     Registry("unirender.gym.families:GYM_FAMILIES", ("unirender.gym",), _gym, inspect.isclass),
+    Registry("unirender.openenv.families:OPENENV_FAMILIES", ("unirender.openenv",), _strings,
+             lambda cls: inspect.isclass(cls) and _has("declare", "launch_overrides", "reseeds", "first_event",
+                                                       "session_action", "outcome")(cls), needs="openenv"),
 ]
 
 

@@ -16,6 +16,7 @@ SUBCOMMAND_MODULES = [
     "unirender.builds.cli",  # builds add, list, show, verify, rm, gc, tag, export, import, pull, import-ai2thor
     "unirender.jobs.cli",  # render, demo
     "unirender.service.cli",  # serve
+    "unirender.openenv.cli",  # openenv serve
 ]
 
 
@@ -23,6 +24,7 @@ SUBCOMMAND_MODULES = [
 EXTRA_FOR_MODULE = {
     "moderngl": "player", "glcontext": "player", "wgpu": "player", "trimesh": "player",
     "werkzeug": "service", "prometheus_client": "service", "ray": "ray", "gymnasium": "gym", "gunicorn": "gunicorn",
+    "openenv": "openenv", "fastapi": "openenv", "uvicorn": "openenv",
 }
 
 

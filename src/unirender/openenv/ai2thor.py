@@ -1,0 +1,87 @@
+"""The AI2-THOR family's part of the OpenEnv layer: an action is the action dict (``UnirenderAction.action``),
+an observation the declared modalities' frames and the step's metadata. AI2-THOR has no reward or episode end of
+its own: ``reward`` is None and ``done`` False (a task layer above decides both)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from unirender.openenv.families import Outcome
+from unirender.openenv.models import UnirenderAction
+from unirender.simulator import Description
+
+# modality -> the Event attribute holding its frame
+MODALITY_ATTRIBUTE = {
+    "rgb": "frame",
+    "depth": "depth_frame",
+    "instance_segmentation": "instance_segmentation_frame",
+    "semantic_segmentation": "semantic_segmentation_frame",
+    "normals": "normals_frame",
+    "flow": "flow_frame",
+}
+# Metadata keys every observation carries (the whole document is large: objects, and is in state's player log)
+STEP_METADATA_KEYS = ("lastActionSuccess", "errorMessage", "lastAction", "sceneName", "agent")
+
+
+class AI2ThorAdapter:
+    behavior_name = ""
+
+    @staticmethod
+    def declare(environment: Any, document: Mapping[str, Any]) -> tuple[dict, list[str]]:
+        """Controller kwargs and modalities from the environment model and its document: a job spec's
+        ``render`` section says which modalities (and their Initialize flags); without one, rgb."""
+        from unirender.spec.models import RenderSpec
+
+        render = document.get("render")
+        if render is None:
+            return environment.controller_kwargs(), ["rgb"]
+        spec = RenderSpec.model_validate(render)
+        return environment.controller_kwargs(spec), list(spec.modalities)
+
+    def __init__(self, description: Description, modalities: list[str]):
+        self.names = tuple(description.actions.names)  # empty: a Unity build, whose actions are unknown
+        self.modalities = list(modalities)
+        self.action_spec = {"kind": "named", "actions": list(self.names)}
+        self.observation_spec = {
+            "modalities": self.modalities,
+            "observations": [
+                {"key": o.key, "kind": o.kind, "shape": list(o.shape), "dtype": o.dtype}
+                for o in description.observations
+            ],
+        }
+
+    @staticmethod
+    def launch_overrides(seed: int | None) -> dict:
+        return {}
+
+    def reseeds(self, seed: int | None) -> bool:
+        return False  # the scene is what the reset names; a seed changes nothing in it
+
+    def first_event(self, session: Any, launched: bool, options: dict) -> Any:
+        scene = options.get("scene")
+        if launched and scene is None:
+            return session.last_event
+        return session.reset(scene)
+
+    def session_action(self, action: UnirenderAction, last_event: Any) -> dict:
+        if action.discrete_actions is not None or action.continuous_actions is not None:
+            raise ValueError(
+                "this is an AI2-THOR environment: give the action dict in 'action' (e.g. {'action': 'MoveAhead'}), "
+                "not ML-Agents' discrete_actions/continuous_actions"
+            )
+        if not isinstance(action.action, dict) or not isinstance(action.action.get("action"), str):
+            raise ValueError(f"'action' must be an action dict with an 'action' name, not {action.action!r}")
+        name = action.action["action"]
+        if self.names and name not in self.names:
+            raise ValueError(f"unknown action {name!r}; this player has {', '.join(self.names)}")
+        return dict(action.action)
+
+    def outcome(self, session: Any, event: Any) -> Outcome:
+        images = {}
+        for modality in self.modalities:
+            frame = getattr(event, MODALITY_ATTRIBUTE[modality], None)
+            if frame is not None:
+                images[modality] = frame
+        metadata = {key: event.metadata[key] for key in STEP_METADATA_KEYS if key in event.metadata}
+        return Outcome(event=event, images=images, metadata=metadata)

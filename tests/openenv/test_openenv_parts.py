@@ -1,0 +1,102 @@
+"""The OpenEnv layer's parts without a player: the token gate, images, token files, the open-server refusal."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+
+import numpy as np
+import pytest
+
+pytest.importorskip("openenv.core")  # the openenv extra
+
+from PIL import Image  # noqa: E402
+
+from unirender.errors import SpecError  # noqa: E402
+from unirender.openenv.app import TokenGate, load_served, presented_token, read_tokens, serve  # noqa: E402
+from unirender.openenv.images import decode_array, encode_array, encode_image  # noqa: E402
+
+TOKEN = "a-token-of-enough-length"
+
+
+def basic(user: str, password: str) -> bytes:
+    return b"Basic " + base64.b64encode(f"{user}:{password}".encode())
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ([(b"authorization", f"Bearer {TOKEN}".encode())], TOKEN),
+        ([(b"Authorization", basic("openenv", TOKEN))], TOKEN),  # what a ws://user:token@host URL sends
+        ([(b"authorization", b"Basic not-base64!")], None),
+        ([(b"authorization", b"Digest x")], None),
+        ([(b"host", b"127.0.0.1")], None),
+    ],
+)
+def test_the_token_a_request_presents(headers, expected):
+    assert presented_token(headers) == expected
+
+
+def run_gate(scope_type: str, headers: list, path: str = "/state") -> tuple[bool, list]:
+    reached, sent = [], []
+
+    async def app(scope, receive, send):
+        reached.append(scope["path"])
+
+    async def send(message):
+        sent.append(message)
+
+    async def receive():
+        return {}
+
+    gate = TokenGate(app, [TOKEN, "another-token-of-length"])
+    asyncio.run(gate({"type": scope_type, "path": path, "headers": headers}, receive, send))
+    return bool(reached), sent
+
+
+def test_the_gate_lets_a_token_through_and_refuses_the_rest_before_the_app():
+    assert run_gate("http", [(b"authorization", f"Bearer {TOKEN}".encode())]) == (True, [])
+    assert run_gate("websocket", [(b"authorization", basic("u", TOKEN))]) == (True, [])
+    assert run_gate("http", [], path="/health") == (True, [])  # the probe
+    reached, sent = run_gate("http", [(b"authorization", b"Bearer wrong")])
+    assert not reached and sent[0]["status"] == 401 and b"token" in sent[1]["body"]
+    reached, sent = run_gate("websocket", [])
+    assert not reached and sent == [{"type": "websocket.close", "code": 1008}]
+
+
+def test_images_round_trip_in_every_format():
+    rgb = np.random.default_rng(0).integers(0, 256, (6, 8, 3), dtype=np.uint8)
+    png = Image.open(io.BytesIO(base64.b64decode(encode_image(rgb, "png"))))
+    assert np.array_equal(np.asarray(png), rgb)
+    assert base64.b64decode(encode_image(rgb, "jpeg"))[:2] == b"\xff\xd8"
+    depth = np.full((6, 8), 1.2345, np.float32)
+    as_png = np.asarray(Image.open(io.BytesIO(base64.b64decode(encode_image(depth, "png")))))
+    assert as_png.dtype == np.uint16 and as_png[0, 0] == 1234  # millimetres
+    with pytest.raises(ValueError, match="JPEG"):
+        encode_image(np.zeros((2, 2, 4), np.uint8), "jpeg")
+    assert np.array_equal(decode_array(encode_array(depth).model_dump()), depth)
+
+
+def test_token_files_say_what_is_wrong(tmp_path):
+    path = tmp_path / "tokens"
+    path.write_text("# no token yet\n\n")
+    with pytest.raises(SpecError, match="holds no token"):
+        read_tokens(path)
+    path.write_text("short\n")
+    with pytest.raises(SpecError, match="at least 16"):
+        read_tokens(path)
+    path.write_text(f"# ours\n{TOKEN}\n")
+    assert read_tokens(path) == [TOKEN]
+    with pytest.raises(SpecError, match="token file"):
+        read_tokens(tmp_path / "missing")
+
+
+def test_an_open_server_binds_loopback_only(tmp_path):
+    spec = tmp_path / "env.yaml"
+    spec.write_text("environment:\n  executable: builtin\n")
+    served = load_served(spec, max_sessions=1)
+    with pytest.raises(SpecError, match="--token-file"):
+        serve(served, host="0.0.0.0", port=0, announce=lambda line: pytest.fail(f"it served: {line}"))
+    with pytest.raises(SpecError, match="at least 1"):
+        load_served(spec, max_sessions=0)
