@@ -64,7 +64,7 @@ def test_ppo_trains_through_make_vec_env_with_a_browser_per_env(browser_binary, 
     from unirender.gym import WebGLEnv
     from unirender.gym.sb3 import make_vec_env
 
-    environment = {"protocol": "webgl", "executable": str(GAME), "width": 48, "height": 40, "fps": 30,
+    environment = {"protocol": "webgl", "executable": str(GAME), "width": 96, "height": 64, "fps": 30,
                    "frames_per_step": 3, "actions": {"left": ACTIONS["left"], "right": ACTIONS["right"]}}
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the browsers need the other core
@@ -74,7 +74,7 @@ def test_ppo_trains_through_make_vec_env_with_a_browser_per_env(browser_binary, 
         assert all(type(env) is WebGLEnv for env in vector.envs)
         assert len({env.session.describe().pid for env in vector.envs}) == 2  # a browser each
         assert vector.metadata["render_fps"] == vector.envs[0].metadata["render_fps"] == 10
-        assert venv.observation_space.shape == (40, 48, 3) and venv.action_space.n == 3  # noop, left, right
+        assert venv.observation_space.shape == (64, 96, 3) and venv.action_space.n == 3  # noop, left, right
         model = PPO("CnnPolicy", venv, n_steps=64, batch_size=64, n_epochs=1, seed=0, device="cpu")
         before = [p.detach().clone() for p in model.policy.parameters()]
         model.learn(total_timesteps=256)
