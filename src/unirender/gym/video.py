@@ -37,9 +37,12 @@ def game_fps(controller_kwargs: dict[str, Any]) -> float:
     build its page's virtual clock, ``fps / frames_per_step`` (a step advances that many frames)."""
     kwargs = controller_kwargs or {}
     if kwargs.get("protocol") == WEBGL:
-        from unirender.webgl.controller import DEFAULT_FPS
+        # what a webgl environment leaves out is the spec's default (the WebGLController's too)
+        from unirender.spec.webgl import WebGLEnvironmentSpec
 
-        return float(kwargs.get("fps") or DEFAULT_FPS) / int(kwargs.get("frames_per_step") or 1)
+        fields = WebGLEnvironmentSpec.model_fields
+        fps = float(kwargs.get("fps") or fields["fps"].default)
+        return fps / int(kwargs.get("frames_per_step") or fields["frames_per_step"].default)
     if kwargs.get("protocol") == MLAGENTS:
         period = 1 if kwargs.get("executable") == "builtin" else MLAGENTS_DECISION_PERIOD
         return 1.0 / (FIXED_DELTA_TIME * period)

@@ -35,7 +35,6 @@ from unirender.webgl.server import BuildFiles, BuildServer
 
 FAMILY = "webgl"
 READBACKS = ("pixels", "png", "screenshot")
-DEFAULT_FPS = 60.0  # the page's virtual clock when an environment names none (the spec's default too)
 
 
 @dataclass
@@ -117,7 +116,7 @@ class WebGLController(RestartWindow):
         height: int = 300,
         actions: Mapping[str, Mapping] | None = None,
         *,
-        fps: float = DEFAULT_FPS,
+        fps: float = 60.0,
         frames_per_step: int = 1,
         readback: str = "png",
         host_script: str = "",
