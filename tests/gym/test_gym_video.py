@@ -42,6 +42,9 @@ def test_every_env_declares_the_games_fps(backend):
     assert game_fps({**PLAYER, "fixedDeltaTime": 0.05}) == 20
     assert game_fps({"protocol": "mlagents", "executable": "builtin"}) == 50
     assert game_fps({"protocol": "mlagents", "executable": "/games/Reach.x86_64"}) == 10
+    # a WebGL build: its page's virtual clock per step (tests/webgl/test_webgl_gym.py: on the env, in a browser)
+    assert game_fps({"protocol": "webgl", "fps": 30, "frames_per_step": 3}) == 10
+    assert game_fps({"protocol": "webgl"}) == 60
 
 
 def test_the_recorder_streams_each_triggered_episode(tmp_path, backend, views):

@@ -1,6 +1,7 @@
 """The gym layer on every family and backend: the family's Gymnasium env (picked from ``protocol``) passes
 Gymnasium's checker, a crashed player ends the episode as truncated, ``UnityVectorEnv`` autoresets in both
-modes, and PPO trains through ``unirender.gym.sb3.make_vec_env``; an ML-Agents game's agents as the slots."""
+modes (a WebGL slot is a browser of its own), and PPO trains through ``unirender.gym.sb3.make_vec_env``; an
+ML-Agents game's agents as the slots."""
 
 import os
 import signal
@@ -11,22 +12,24 @@ from gymnasium.utils.env_checker import check_env
 from gymnasium.vector import AutoresetMode
 from stable_baselines3 import PPO
 
-from unirender.gym import MLAgentsEnv, MLAgentsVectorEnv, UnityEnv, UnityVectorEnv, make_env
+from unirender.gym import MLAgentsEnv, MLAgentsVectorEnv, UnityEnv, UnityVectorEnv, WebGLEnv, make_env
 from unirender.gym.sb3 import make_vec_env
 
-ENV_CLASS = {"ai2thor": UnityEnv, "mlagents": MLAgentsEnv}
+ENV_CLASS = {"ai2thor": UnityEnv, "mlagents": MLAgentsEnv, "webgl": WebGLEnv}
 # What each family's envs observe and take here: small, and an action space SB3 takes.
 ENV_KWARGS = {
     "ai2thor": {"observations": "rgb", "actions": ["RotateRight", "RotateLeft"]},
     "mlagents": {"observations": ["VectorSensor_size8"], "action_parts": "continuous"},
+    "webgl": {},  # the canvas; Discrete over the declared actions
 }
-POLICY = {"ai2thor": "CnnPolicy", "mlagents": "MlpPolicy"}
+POLICY = {"ai2thor": "CnnPolicy", "mlagents": "MlpPolicy", "webgl": "CnnPolicy"}
 
 
 def _fixed_actions(family: str, num_envs: int) -> np.ndarray:
     """Actions that never end an episode by themselves: AI2-THOR turns right (no termination_fn); the ML-Agents
-    agent stands still (it spawns away from the target)."""
-    if family == "ai2thor":
+    agent stands still (it spawns away from the target); the WebGL test game takes ``noop`` (it never emits
+    ``done``)."""
+    if family in ("ai2thor", "webgl"):
         return np.zeros(num_envs, np.int64)
     return np.zeros((num_envs, 2), np.float32)
 
@@ -34,7 +37,7 @@ def _fixed_actions(family: str, num_envs: int) -> np.ndarray:
 def test_the_family_env_passes_check_env(case):
     """All of each family's observations and actions (ML-Agents: camera and vector sensors, the hybrid Dict
     action space; AI2-THOR: rgb and depth)."""
-    kwargs = {"ai2thor": {"observations": ["rgb", "depth"]}, "mlagents": {}}[case.family]
+    kwargs = {"ai2thor": {"observations": ["rgb", "depth"]}, "mlagents": {}, "webgl": {}}[case.family]
     env = make_env(case.controller_kwargs, backend=case.backend(), max_episode_steps=3, **kwargs)
     try:
         assert type(env) is ENV_CLASS[case.family]
@@ -78,6 +81,8 @@ def test_the_vector_env_autoresets_in_both_modes(placement_case):
                               max_episode_steps=2, **ENV_KWARGS[case.family])  # fmt: skip
         try:
             assert all(type(env) is ENV_CLASS[case.family] for env in envs.envs)
+            if case.family == "webgl":  # each slot its own browser, as each session of the family is
+                assert len({env.session.describe().pid for env in envs.envs}) == 2
             obs, _ = envs.reset()  # no seed: an ML-Agents seed means a fresh game (a relaunch) per slot
             assert envs.observation_space.contains(obs)
             _, _, terminated, truncated, _ = envs.step(actions)

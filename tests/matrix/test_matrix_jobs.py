@@ -32,6 +32,8 @@ def small_job(case, out: Path, *, chunk: int = CHUNK, frames: int = 2 * CHUNK, w
            "output": {"directory": str(out), "frames_per_shard": chunk}, "workers": workers}  # fmt: skip
     if case.family == "mlagents":
         job["episodes"] = [{"name": "rand", "steps": frames - 1, "seed": 5, "repeat": 2, "policy": "random"}]
+    elif case.family == "webgl":  # the boot's frame, then one per action
+        job["episodes"] = [{"name": "walk", "repeat": 2, "actions": ["right", "up", "red", "left"][: frames - 1]}]
     else:
         job["render"] = {"modalities": ["rgb", "depth"]}
         job["episodes"] = [{"scene": "FloorPlan1_physics", "repeat": 2,
@@ -82,7 +84,7 @@ def test_a_small_job_split_over_two_workers(case, tmp_path, tmp_path_factory):
     assert all(p.get("node") for p in result.players), result.players  # sessions of the backend ran them
     assert backend.sessions() == []
     manifest = load_dataset(tmp_path / "data").manifest
-    assert manifest["platform"] == "EGL" and manifest["counts"]["chunks"] == 4
+    assert manifest["platform"] == case.platform and manifest["counts"]["chunks"] == 4
     assert_same_dataset(tmp_path / "data", reference(job, tmp_path_factory))
 
 

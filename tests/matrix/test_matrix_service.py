@@ -1,7 +1,7 @@
 """The service layer on every family and backend: a real service (``service.server.Server``: the app on waitress,
 127.0.0.1, an ephemeral port) over the case's backend, driven through the thin client: a session created,
 stepped and reset with typed remote events (AI2-THOR ``Event``, ML-Agents ``MLAgentsEvent`` with frames),
-described and deleted; and ``/v1/render`` per family."""
+described and deleted (WebGL: ``RemoteWebGLEvent``); and ``/v1/render`` per family."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import threading
 import numpy as np
 
 from unirender.client import Client, RemoteMLAgentsSession, RemoteSession
+from unirender.client.webgl import RemoteWebGLEvent, RemoteWebGLSession
 from unirender.protocol.event import Event
 from unirender.protocol.mlagents.events import MLAgentsEvent
 from unirender.service.config import ServiceConfig
@@ -20,7 +21,8 @@ H, W = 40, 48  # tests/matrix/conftest.py's frames
 
 def serve(case, request, tmp_path) -> str:
     """The service on the case's backend for the length of the test; its URL."""
-    server = Server(ServiceConfig(host="127.0.0.1", port=0, data_root=tmp_path), backend=case.backend())
+    config = ServiceConfig(host="127.0.0.1", port=0, data_root=tmp_path, **case.service_config)
+    server = Server(config, backend=case.backend())
     thread = threading.Thread(target=server.serve_forever, name="matrix-service", daemon=True)
     thread.start()
 
@@ -67,6 +69,12 @@ def test_a_served_session_steps_with_typed_events(case, request, tmp_path):
                 assert_camera(event.frame)
                 assert isinstance(session.reset("FloorPlan201_physics"), Event)
                 assert session.last_event.metadata["sceneName"] == "FloorPlan201_physics"
+            elif case.family == "webgl":
+                assert isinstance(session, RemoteWebGLSession)
+                event = session.step("right")
+                assert isinstance(event, RemoteWebGLEvent) and event.action == "right" and event.step == 1
+                assert_camera(event.frame)
+                assert event.metadata["position"][0] > session.reset().metadata["position"][0]
             else:
                 assert isinstance(session, RemoteMLAgentsSession)
                 behavior = behavior_of(description)
@@ -86,6 +94,7 @@ def test_a_served_session_steps_with_typed_events(case, request, tmp_path):
 EPISODES = {
     "ai2thor": {"scene": "FloorPlan1", "actions": [{"action": "RotateRight", "degrees": 90}]},
     "mlagents": {"steps": 1, "policy": "zeros"},
+    "webgl": {"actions": ["right"]},
 }
 
 
@@ -96,6 +105,9 @@ def test_a_one_shot_render(family_case, request, tmp_path):
         for event in events:
             if family_case.family == "ai2thor":
                 assert isinstance(event, Event)
+                assert_camera(event.frame)
+            elif family_case.family == "webgl":
+                assert isinstance(event, RemoteWebGLEvent)
                 assert_camera(event.frame)
             else:
                 assert isinstance(event, MLAgentsEvent)

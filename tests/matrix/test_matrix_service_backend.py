@@ -38,6 +38,13 @@ def test_session_verbs_return_the_local_event_types(service_case):
         event = session.step("RotateRight")
         assert isinstance(event, Event) and event.metadata["lastActionSuccess"]
         assert session.reset().frame.shape == (40, 48, 3)
+    elif service_case.family == "webgl":
+        from unirender.client.webgl import RemoteWebGLEvent
+
+        assert isinstance(session.last_event, RemoteWebGLEvent) and session.last_event.frame.shape == (40, 48, 3)
+        event = session.step("right")
+        assert isinstance(event, RemoteWebGLEvent) and event.action == "right"
+        assert session.reset().metadata["position"][0] < event.metadata["position"][0]
     else:
         behavior = next(iter(description.actions.behaviors))
         assert isinstance(session.last_event, MLAgentsEvent)
@@ -208,6 +215,8 @@ def test_render_with_the_service_backend_writes_the_local_dataset(service_case, 
     if service_case.family == "ai2thor":
         spec = {"environment": service_case.environment, "render": {"modalities": ["rgb", "depth"]},
                 "episodes": [{"scene": "FloorPlan1", "actions": ["MoveAhead", "RotateRight"]}]}
+    elif service_case.family == "webgl":
+        spec = {"environment": service_case.environment, "episodes": [{"actions": ["right", "red"]}]}
     else:
         spec = {"environment": service_case.environment, "episodes": [{"steps": 2, "seed": 3}]}
     path = tmp_path / "job.json"

@@ -122,6 +122,22 @@ def test_every_readback_path_gives_the_same_frame(browser_binary, tmp_path, read
             assert np.array_equal(other.step(action).frame, expected)
 
 
+def test_a_browser_boots_under_a_long_tmpdir_and_leaves_nothing_there(browser_binary, tmp_path, monkeypatch):
+    """Chromium's singleton socket lives in its TMPDIR and a socket's path has 107 bytes at most: under a long
+    temp folder (here 150 characters) the browser used to die at start. Its TMPDIR is now its profile, made where
+    the socket fits; closing removes both."""
+    import tempfile
+
+    long = tmp_path / ("t" * (150 - len(str(tmp_path)) - 1))
+    long.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(long))
+    with WebGLController(GAME, 120, 100, actions=ACTIONS, log_dir=tmp_path) as controller:
+        profile = controller.browser.profile
+        assert not profile.startswith(str(long))
+        assert controller.step("right").frame.shape == (100, 120, 3)
+    assert not os.path.exists(profile) and list(long.iterdir()) == []
+
+
 def test_a_gzip_build_boots(browser_binary, game_copy, tmp_path):
     for part in ("framework.js", "wasm", "data"):
         path = game_copy / "Build" / f"game.{part}"

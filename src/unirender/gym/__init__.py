@@ -7,8 +7,9 @@
   (``observations="rgb"``: a ``Box`` image; a list: a ``Dict``), built in ``observations.py``.
 - :class:`MLAgentsEnv` (``mlagents_env.py``): one agent of one behavior of an ML-Agents game; spaces from the
   game's ``describe()``.
-- :class:`UnityVectorEnv` (``vector.py``): N sessions of either family stepped concurrently behind Gymnasium's
-  ``VectorEnv`` (next-step, same-step or no autoreset); one game per slot for ML-Agents.
+- :class:`WebGLEnv` (``webgl_env.py``): a Unity WebGL build in headless Chromium; the canvas, the declared actions.
+- :class:`UnityVectorEnv` (``vector.py``): N sessions of any family stepped concurrently behind Gymnasium's
+  ``VectorEnv`` (next-step, same-step or no autoreset); one game per slot for ML-Agents, one browser for WebGL.
 - :class:`MLAgentsVectorEnv` (``mlagents_vector.py``): the other ML-Agents layout, the agents of one game as
   the slots (same-step autoreset).
 - :class:`VideoRecorder`, :class:`VectorVideoRecorder` (``video.py``): episodes streamed to mp4 files with
@@ -30,6 +31,7 @@ from unirender.gym.observations import DEPTH_DTYPES, MODALITY_ATTRIBUTE, Observa
 from unirender.gym.session_env import SessionEnv
 from unirender.gym.vector import UnityVectorEnv
 from unirender.gym.video import VectorVideoRecorder, VideoRecorder, game_fps
+from unirender.gym.webgl_env import WebGLEnv
 
 ENV_ID = "unirender/Unity-v0"
 
@@ -47,6 +49,7 @@ __all__ = [
     "UnityVectorEnv",
     "VectorVideoRecorder",
     "VideoRecorder",
+    "WebGLEnv",
     "environment_controller_kwargs",
     "game_fps",
     "make_env",

@@ -136,8 +136,8 @@ def make_vec_env(
     **env_kwargs: Any,
 ) -> VecEnv:
     """A monitored SB3 ``VecEnv`` of ``num_envs`` envs of the environment's family (:class:`UnityEnv` for
-    AI2-THOR, :class:`MLAgentsEnv` for an ML-Agents game: ``protocol`` in ``controller_kwargs`` or
-    ``environment=``), ``env_kwargs`` as that env takes them.
+    AI2-THOR, :class:`MLAgentsEnv` for an ML-Agents game, :class:`WebGLEnv` for a WebGL build: ``protocol`` in
+    ``controller_kwargs`` or ``environment=``), ``env_kwargs`` as that env takes them.
 
     ``vec_env_cls=None`` (default): one :class:`UnityVectorEnv` (threads in this process, players in parallel)
     through :class:`SB3VecEnv` under ``VecMonitor``; the cheapest in memory and as fast as any. ``DummyVecEnv``

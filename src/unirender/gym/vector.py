@@ -1,6 +1,6 @@
 """``UnityVectorEnv``: N env sessions behind Gymnasium's ``VectorEnv`` API, stepped concurrently; the slots are
 envs of the environment's family (:class:`UnityEnv` for AI2-THOR, :class:`MLAgentsEnv` for ML-Agents: one game per
-slot), picked once through ``unirender.gym.families``."""
+slot, :class:`WebGLEnv` for a WebGL build: one browser per slot), picked once through ``unirender.gym.families``."""
 
 from __future__ import annotations
 
@@ -23,8 +23,9 @@ from unirender.gym.session_env import SessionEnv
 class UnityVectorEnv(VectorEnv):
     """``num_envs`` env sessions on one backend, stepped concurrently (one long-lived thread per env; each session
     is a separate player or actor, so the work overlaps). The envs are of the environment's family (its
-    ``protocol`` in ``controller_kwargs`` or ``environment=``): :class:`UnityEnv` (AI2-THOR) or
-    :class:`MLAgentsEnv` (ML-Agents: each slot is one game, driving its first agent), built with ``env_kwargs``.
+    ``protocol`` in ``controller_kwargs`` or ``environment=``): :class:`UnityEnv` (AI2-THOR),
+    :class:`MLAgentsEnv` (ML-Agents: each slot is one game, driving its first agent) or :class:`WebGLEnv` (a WebGL
+    build: each slot its own browser), built with ``env_kwargs``.
 
     ``autoreset_mode`` (Gymnasium's ``AutoresetMode`` or its name), as in ``SyncVectorEnv``:
 

@@ -21,7 +21,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorWrapper
 
 from unirender.jobs.video import DEFAULT_QUALITY, VideoWriter, check_video_options
-from unirender.simulator import MLAGENTS
+from unirender.simulator import MLAGENTS, WEBGL
 
 # AI2-THOR's physics step (its Initialize ``fixedDeltaTime``, 0.02 s by default): the simulated time an action
 # takes (docs/jobs.md, "Reproducible bytes"). An ML-Agents decision takes ``decision period`` such steps; the
@@ -33,8 +33,16 @@ MLAGENTS_DECISION_PERIOD = 5
 
 def game_fps(controller_kwargs: dict[str, Any]) -> float:
     """Steps per second of game time: AI2-THOR 1 / ``fixedDeltaTime`` (50); the reference ML-Agents game 50; a
-    Unity ML-Agents game 1 / (0.02 s x 5) = 10 (a recorder's ``fps`` says otherwise for another period)."""
+    Unity ML-Agents game 1 / (0.02 s x 5) = 10 (a recorder's ``fps`` says otherwise for another period); a WebGL
+    build its page's virtual clock, ``fps / frames_per_step`` (a step advances that many frames)."""
     kwargs = controller_kwargs or {}
+    if kwargs.get("protocol") == WEBGL:
+        # what a webgl environment leaves out is the spec's default (the WebGLController's too)
+        from unirender.spec.webgl import WebGLEnvironmentSpec
+
+        fields = WebGLEnvironmentSpec.model_fields
+        fps = float(kwargs.get("fps") or fields["fps"].default)
+        return fps / int(kwargs.get("frames_per_step") or fields["frames_per_step"].default)
     if kwargs.get("protocol") == MLAGENTS:
         period = 1 if kwargs.get("executable") == "builtin" else MLAGENTS_DECISION_PERIOD
         return 1.0 / (FIXED_DELTA_TIME * period)

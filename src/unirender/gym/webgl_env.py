@@ -4,7 +4,8 @@ reuse after close and restarts are :class:`~unirender.gym.session_env.SessionEnv
 Spaces come from ``session.describe()``: the observation is the canvas, ``Box(0, 255, (H, W, 3), uint8)``; the
 action space is ``Discrete(n)`` over the build's declared actions (``noop`` is 0). Reward and termination are
 what the build posts through ``window.unirender.emit`` (``reward``, summed over the step's messages; ``done``);
-``info`` carries the step's ``messages`` and merged ``metadata``.
+``info`` carries the step's ``messages`` and merged ``metadata``. ``metadata["render_fps"]`` is the page's virtual
+clock per step, ``fps / frames_per_step`` (:func:`~unirender.gym.video.game_fps`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from gymnasium import spaces
 
 from unirender.cluster.base import Resources, SessionBackend
 from unirender.gym.session_env import SessionEnv
+from unirender.gym.video import game_fps
 
 
 class WebGLEnv(SessionEnv):
@@ -42,6 +44,7 @@ class WebGLEnv(SessionEnv):
         self._open({**dict(controller_kwargs), "protocol": "webgl"}, backend=backend,
                    backend_options=backend_options, resources=resources, render_mode=render_mode,
                    max_episode_steps=max_episode_steps)
+        self.metadata = {**self.metadata, "render_fps": game_fps(self._controller_kwargs)}  # the page's clock
         try:
             self._launch()
             description = self.session.describe()

@@ -5,6 +5,12 @@ Chromium runs in a process group of its own (its GPU, renderer and zygote proces
 is its pipe (``--remote-debugging-pipe``: the browser reads commands on fd 3 and writes on fd 4), never a port
 (webgl/cdp.py says why); bash (dash takes only one-digit fds) puts our two pipe ends on those numbers and execs
 the browser.
+
+Chromium makes its singleton socket in a directory of its own under ``TMPDIR``
+(``org.chromium.Chromium.XXXXXX/SingletonSocket``), and a Unix socket's path has 107 bytes at most: under a long
+``TMPDIR`` (a test's scratch folder, say) the browser died at start with nothing but its DevTools pipe closing.
+So its ``TMPDIR`` is the fresh profile, made where that path fits (``/tmp`` when the temp folder's path is too
+long); whatever it leaves there goes with the profile.
 """
 
 from __future__ import annotations
@@ -19,6 +25,16 @@ from unirender._process import ManagedProcess, describe_exit, signal_name
 from unirender.errors import PlayerCrashedError
 from unirender.platforms.chromium import Renderer, browser_flags
 from unirender.webgl.cdp import CDPConnection
+
+SOCKET_PATH_MAX = 107  # sun_path's 108 bytes, less the terminating NUL
+SOCKET_IN_PROFILE = len("/org.chromium.Chromium.XXXXXX/SingletonSocket")
+PROFILE_NAME = len("/unirender-chromium-XXXXXXXX")
+
+
+def profile_root() -> str:
+    """Where a profile goes: the temp folder, or ``/tmp`` when the browser's socket would not fit under it."""
+    root = tempfile.gettempdir()
+    return root if len(root) + PROFILE_NAME + SOCKET_IN_PROFILE <= SOCKET_PATH_MAX else "/tmp"
 
 
 def group_members(pgid: int) -> list[int]:
@@ -59,7 +75,7 @@ class Browser:
 
     def __init__(self, binary: str, renderer: Renderer, width: int, height: int, *, log_path: str | None,
                  start_timeout: float = 60.0, command_timeout: float = 60.0) -> None:
-        self.profile = tempfile.mkdtemp(prefix="unirender-chromium-")
+        self.profile = tempfile.mkdtemp(prefix="unirender-chromium-", dir=profile_root())
         self.process: ManagedProcess | None = None
         self.page: CDPConnection | None = None
         self.log_path = log_path
@@ -72,7 +88,7 @@ class Browser:
                     "about:blank"]
             # new_session: the whole browser (GPU, renderers, zygotes) is one process group we can kill.
             self.process = ManagedProcess(argv, log_path=log_path, new_session=True, pass_fds=theirs,
-                                          name="chromium")
+                                          env={**os.environ, "TMPDIR": self.profile}, name="chromium")
             for fd in theirs:
                 os.close(fd)
             self.page = CDPConnection(to_browser[1], from_browser[0], timeout=command_timeout)
