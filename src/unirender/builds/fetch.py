@@ -18,10 +18,13 @@
   the node and the source.
 
 A source serving blobs is anything with ``name`` (how errors name it), ``manifest(digest) -> bytes`` and
-``read(sha256, offset, length) -> bytes`` (and optionally ``hint(digest) -> str``, the name it was added under,
-which detection reads AI2-THOR commits from): :class:`StoreSource` serves a local store; the Ray backend serves
-the driver's store through an actor (``unirender.cluster.ray_builds``). A :class:`ServiceSource` (a service's
-``GET /v1/builds/{digest}``) moves the export tar instead, resumed with ``Range`` by :meth:`BuildStore.pull`.
+``read(sha256, offset, length) -> bytes``, and optionally ``hint(digest) -> str`` (the name it was added under,
+which detection reads AI2-THOR commits from), ``read_many`` (several small blobs in one call) and
+``stream(sha256, offset)`` (a blob to its end as it arrives): :class:`StoreSource` serves a local store;
+:class:`ServiceSource` a service's blob routes (``/v1/builds/{digest}/manifest``, ``/blobs/{sha256}``, ``POST
+/blobs``), and the driver's store, which the Ray backend serves with the same routes from an actor
+(``unirender.cluster.ray_builds``). A service without those routes (an older one) serves its export tar, which
+:func:`fetch` pulls (resumed with ``Range`` by :meth:`BuildStore.pull`) and imports.
 """
 
 from __future__ import annotations
