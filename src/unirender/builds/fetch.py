@@ -47,11 +47,11 @@ from unirender.builds.errors import BuildError, BuildFetchError, BuildNotFoundEr
 from unirender.builds.manifest import Entry
 from unirender.builds.store import BuildStore, StoredBuild, remove_tree
 
-CHUNK = 8 << 20  # per read from a source: large enough to amortise a Ray round trip, small in memory
+CHUNK = 8 << 20  # per read from a source that cannot stream (and per batch of small blobs): a round trip amortised
 ATTEMPTS = 3  # tries per blob when what arrives does not hash to what the manifest says
 # Reads in flight at once. One at a time, each Ray round trip (~15 ms under load) was paid in series: a 64 MiB build
 # of 1,100 files took 17.7 s to reach two nodes against a 0.23 s TCP floor (benchmarks/builds.py --distribute).
-# The driver's store server serves as many at once (ray_builds.SERVER_CONCURRENCY).
+# The driver's store server answers each connection on a thread of its own (ray_builds.StoreServer).
 FETCH_THREADS = 8
 # Blobs this small travel several to a read (``read_many``, where a source has it), up to CHUNK bytes a read:
 # a Unity build has thousands of small files (assemblies, shaders), each a round trip on its own.
