@@ -66,7 +66,8 @@ def test_the_console_shows_and_drives_a_session(case, tmp_path):
                                   page.text))  # fmt: skip
         assert buttons == {"noop": "", "left": "ArrowLeft", "right": "ArrowRight", "up": "ArrowUp", "red": "",
                            "click": ""}, buttons  # fmt: skip
-        assert "SendMessage Game.SetColor" in page.text
+        red = re.search(r'data-action="red">(.*?)</button>', page.text, re.S).group(1)
+        assert "<small>SendMessage Game.SetColor(&#39;1,0,0&#39;)</small>" in red, red  # what it does, in words
     else:
         assert views[0] == "frame" and "MoveAhead" in page.text
     frames = [_one_frame(http, f"{url}/ui/sessions/{sid}/stream?view={requests.utils.quote(v)}&fps=5")
