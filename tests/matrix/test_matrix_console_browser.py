@@ -1,7 +1,7 @@
 """Driving sessions from the console page in a real headless Chromium. ML-Agents: the digit keys choose
 discrete branch 0 and step, a held arrow key steps with continuous axis 0 at +1, the Step button sends the
 sliders. WebGL: a declared key action's key steps it and the live canvas changes, a key no action declares does
-nothing, a declared SendMessage action's button steps it. Each reaches the game (the session's step count and the
+nothing, a declared SendMessage action's button steps it, and Record records the canvas. Each reaches the game (the session's step count and the
 page's status line say so)."""
 
 from __future__ import annotations
@@ -104,9 +104,16 @@ def test_declared_keys_and_buttons_drive_a_webgl_game(webgl_case, tmp_path, brow
     _wait(lambda: "left: succeeded" in status.text, what="the left key's step in the status line")
     assert _steps(url, sid) == 2
 
-    # A SendMessage action (no key) has its button; so has noop.
+    # A SendMessage action (no key) has its button; so has noop. Both recorded with the canvas they showed.
+    record = browser.find_element(By.ID, "record")
+    record.click()
+    _wait(lambda: record.get_attribute("aria-pressed") == "true", what="the recording's start")
     browser.find_element(By.CSS_SELECTOR, 'button.act[data-action="red"]').click()
     _wait(lambda: "red: succeeded" in status.text, what="the red button's step in the status line")
     browser.find_element(By.CSS_SELECTOR, 'button.act[data-action="noop"]').click()
     _wait(lambda: "noop: succeeded" in status.text, what="the noop button's step in the status line")
     assert _steps(url, sid) == 4
+    record.click()
+    _wait(lambda: record.get_attribute("aria-pressed") == "false", what="the recording's end")
+    # the frame shown when it started, then one a step
+    assert "3 frames recorded" in browser.find_element(By.ID, "record-state").text
