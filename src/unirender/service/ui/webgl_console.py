@@ -13,11 +13,12 @@ from typing import Any
 
 import numpy as np
 
+from unirender.jobs.webgl_episodes import FRAME_KEY
 from unirender.service.errors import ApiError
 from unirender.service.ui.families import UnknownView
 from unirender.simulator import WEBGL, Description
 
-VIEW = "rgb"  # the canvas: a WebGL document's and a dataset frame's name for it (jobs.webgl_episodes.FRAME_KEY)
+VIEW = FRAME_KEY  # the canvas: "rgb", a WebGL document's and a dataset frame's name for it
 # Keys that stay the page's: Tab moves the keyboard focus (a page driven from the keyboard needs it), and the page
 # ignores a key pressed with Control or Alt held (browser shortcuts), so those two never arrive alone. An action
 # on one of them keeps its button.
