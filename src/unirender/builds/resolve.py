@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from unirender.builds.bounds import HEX, Lease, lease
+from unirender.builds.detect import is_webgl_build
 from unirender.builds.errors import BuildError
 from unirender.builds.store import BuildStore, StoredBuild, is_reference
 
@@ -144,6 +147,32 @@ def controller_build(executable=BUILTIN, *, build=None, commit_id=None, local_ex
             )
         return resolve_build(build, platform=platform_name, store=store)
     return resolve_build(executable, platform=platform_name, store=store)
+
+
+def is_webgl(resolved: ResolvedBuild, platform=None) -> bool:
+    """Whether a resolved build is a Unity WebGL build, which runs in a browser and not as a player process:
+    ``platform`` WebGL declared for it, a stored build of target WebGL, or a folder holding ``Build/*.loader.js``.
+    The AI2-THOR family's launcher sends such a build to its WebGL bridge (``cluster.simulators.launch``)."""
+    if build_platform_name(platform) == "WebGL":
+        return True
+    if resolved.stored is not None:
+        return resolved.stored.info.target == "WebGL"
+    return resolved.executable != BUILTIN and is_webgl_build(resolved.executable)
+
+
+def names_webgl_build(controller_kwargs: Mapping[str, Any]) -> bool:
+    """Whether ``Controller`` keyword arguments name a Unity WebGL build (:func:`is_webgl`); a name that does not
+    resolve is not one (whoever launches it says what is wrong), nor is a player started elsewhere."""
+    if controller_kwargs.get("start_unity", True) is False:
+        return False
+    try:
+        resolved = controller_build(controller_kwargs.get("executable", BUILTIN), build=controller_kwargs.get("build"),
+                                    commit_id=controller_kwargs.get("commit_id"),
+                                    local_executable_path=controller_kwargs.get("local_executable_path"),
+                                    platform=controller_kwargs.get("platform"))  # fmt: skip
+    except (BuildError, ValueError):
+        return False
+    return is_webgl(resolved, controller_kwargs.get("platform"))
 
 
 def named_build_digest(name: str, platform: str | None = None, store: BuildStore | None = None) -> str | None:
