@@ -1,9 +1,12 @@
 """AI2-THOR WebGL builds on the service (issue 48 stage 6): an AI2-THOR environment naming a WebGL build (the
 contract-exact fake, tests/fixtures/ai2thor_webgl.framework.js) is an AI2-THOR session like any other, launched
 through the AI2-THOR family's WebGL launcher on a real ``unirender serve``: stepped with AI2-THOR action dicts,
-reset into a scene, and rendered by ``/v1/render``."""
+reset into a scene, rendered by ``/v1/render``, and placed by the ``service`` backend (the trainer's build folder
+uploaded once)."""
 
 from __future__ import annotations
+
+import shutil
 
 import numpy as np
 import pytest
@@ -24,11 +27,12 @@ def thor(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def service(make_service, thor):
+def service(make_service, thor, tmp_path_factory):
     if chromium.find_chromium() is None:
         pytest.skip("missing dependency: Chromium (sudo apt-get install -y chromium)")  # fails the run under CI
-    return make_service({"tokens": {"t": {"token": TOKEN, "scopes": ["sessions"]}},
-                         "allowed_executables": [str(thor)]})  # fmt: skip
+    store = tmp_path_factory.mktemp("service-store")
+    return make_service({"tokens": {"t": {"token": TOKEN, "scopes": ["sessions", "builds:write"]}},
+                         "allowed_executables": [str(thor)], "build_store": str(store)})  # fmt: skip
 
 
 def test_an_ai2thor_session_on_a_webgl_build(service, thor):
@@ -68,3 +72,27 @@ def test_render_and_an_unlisted_build(service, thor, tmp_path):
     resp = requests.post(f"{service.url}/v1/sessions", json={"environment": {**environment, "executable": str(other)}},
                          headers=HEADERS, timeout=30)  # fmt: skip
     assert resp.status_code == 403 and resp.json()["error"]["code"] == "executable_not_allowed"
+
+
+def test_the_service_backend_uploads_the_trainers_webgl_folder_once(service, thor, tmp_path, monkeypatch):
+    from unirender.builds import BuildStore
+    from unirender.cluster import create_backend
+
+    monkeypatch.setenv("UNIRENDER_BUILDS", str(tmp_path / "trainer-store"))
+    folder = tmp_path / "trainer" / "thor"
+    shutil.copytree(thor, folder)
+    digest = BuildStore(tmp_path / "trainer-store").digest_folder(folder)
+    backend = create_backend("service", url=service.url, token=TOKEN)
+    try:
+        sessions = [backend.create_session({"executable": str(folder), "width": 96, "height": 64,
+                                            "scene": "FloorPlan9"}) for _ in range(2)]  # fmt: skip
+        assert backend.uploads == 1
+        assert requests.head(f"{service.url}/v1/builds/{digest}", headers=HEADERS, timeout=30).status_code == 200
+        for session in sessions:
+            assert session.family == "ai2thor" and session.last_event.metadata["sceneName"] == "FloorPlan9"
+            moved = session.step({"action": "MoveAhead"})
+            assert moved.metadata["agent"]["position"]["z"] == 0.25 and moved.frame.shape == (64, 96, 3)
+        for session in sessions:
+            session.stop()
+    finally:
+        backend.close()
