@@ -55,7 +55,7 @@ def _spec(table: dict) -> Iterator[tuple[str, Any]]:
     for family, entry in table.items():
         assert entry.name == family
         for target in (entry.job_model, entry.environment_model, entry.check_loaded, entry.check_builtin_scenes,
-                       entry.check_actions, entry.platform_request):  # fmt: skip
+                       entry.check_actions, entry.platform_request, entry.platform_name):  # fmt: skip
             yield family, target
 
 

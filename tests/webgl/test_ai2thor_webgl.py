@@ -97,7 +97,8 @@ def test_a_spec_job_renders_frames_and_metadata(browser_binary, tmp_path):
     from unirender.jobs import load_dataset, render
 
     build = ai2thor_webgl_build(tmp_path / "thor")
-    spec = {"environment": {"executable": str(build), "width": 96, "height": 64, "platform": "WebGL"},
+    # platform auto: the folder's Build/*.loader.js makes it WebGL (the service test declares platform: WebGL)
+    spec = {"environment": {"executable": str(build), "width": 96, "height": 64},
             "episodes": [{"scene": "FloorPlan3", "actions": ["MoveAhead", "RotateRight", "Fly"]}],
             "output": {"directory": str(tmp_path / "out")}}
     result = render(spec)
@@ -123,3 +124,24 @@ def test_the_gym_env_runs_on_it(browser_binary, tmp_path):
         assert env.last_event.metadata["agent"]["position"]["z"] == 0.25 and not np.array_equal(after, observation)
     finally:
         env.close()
+
+
+def test_spec_check_resolves_the_webgl_platform_for_it(browser_binary, tmp_path):
+    import subprocess
+    import sys
+
+    import yaml
+
+    build = ai2thor_webgl_build(tmp_path / "thor")
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump({"environment": {"executable": str(build), "width": 96, "height": 64},
+                                   "episodes": [{"scene": "FloorPlan3", "actions": ["MoveAhead"]}]}))
+    done = subprocess.run([sys.executable, "-m", "unirender.cli", "spec", "check", str(job)], capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "target         WebGL" in done.stdout and "platform     WebGL" in done.stdout
+    assert "warning" not in done.stderr
+    from unirender.builds import BuildStore
+
+    # the folder itself is the build (not the folder it lies in)
+    assert BuildStore(tmp_path / "store").digest_folder(build) in done.stdout

@@ -59,8 +59,11 @@ def stored_path(executable: str | os.PathLike) -> tuple[Path, str] | None:
 
 
 def build_folder(executable: str | os.PathLike) -> Path:
-    """The folder a build's executable stands in: its parent, or the folder holding a macOS ``.app``."""
+    """The folder a build's executable stands in: its parent, the folder holding a macOS ``.app``, or a WebGL
+    build's folder itself (the AI2-THOR family names it as its executable)."""
     path = Path(executable).resolve()
+    if is_webgl_build(path):
+        return path
     for parent in path.parents:
         if parent.suffix == ".app":
             return parent.parent
@@ -184,8 +187,9 @@ def named_build_digest(name: str, platform: str | None = None, store: BuildStore
 def platform_warning(platform: str | None, target: str) -> str | None:
     """Why a declared platform cannot run a build of ``target`` (None when it can, or nobody knows)."""
     if target == "WebGL" and platform != "WebGL":  # the webgl family declares platform WebGL
-        return ("a WebGL build runs in a browser: neither the AI2-THOR nor the ML-Agents family can launch it as a "
-                "player process; the webgl family runs it in headless Chromium (docs/webgl.md)")  # fmt: skip
+        return ("a WebGL build runs in a browser, not as a player process: the webgl family runs it in headless "
+                "Chromium, and the AI2-THOR family an AI2-THOR WebGL build on platform WebGL (or auto); the ML-Agents "
+                "family cannot (docs/webgl.md)")  # fmt: skip
     if target in ("StandaloneOSX", "Windows"):
         return f"a {target} build does not run on Linux render hosts; build for Linux64 or CloudRendering"
     if platform == "CloudRendering" and target == "Linux64":
