@@ -85,6 +85,8 @@ def test_the_ai2thor_launcher_picks_the_bridge_for_a_local_session(browser_binar
             assert moved.metadata["agent"]["position"]["z"] == 0.25
             assert camera_reader("ai2thor")(moved)["frame"].shape == (64, 96, 3) and flat_first_frame(session) == []
             assert session.reset().metadata["agent"]["position"]["z"] == 0
+            info = session.info()
+            assert info["family"] == "ai2thor" and info["platform"] == "WebGL" and info["pid"] > 0
         finally:
             session.stop()
     with pytest.raises(ValueError, match="headless=True does not apply"):

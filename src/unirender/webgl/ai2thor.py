@@ -105,9 +105,18 @@ class AI2THORWebGLController:
                                      **webgl_options)
         self.last_event: Event | None = None
 
+    # Where it runs, as describe_placement reads a controller of any family (a session's info(): pid, platform)
     @property
     def log_path(self) -> str:
         return self.webgl.log_path
+
+    @property
+    def process(self):
+        return self.webgl.process
+
+    @property
+    def resolution(self):
+        return self.webgl.resolution
 
     def reset(self, scene: str | None = None, **initialize: Any) -> Event:
         self.initialization_parameters.update(initialize)
