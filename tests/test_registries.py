@@ -55,7 +55,7 @@ def _spec(table: dict) -> Iterator[tuple[str, Any]]:
     for family, entry in table.items():
         assert entry.name == family
         for target in (entry.job_model, entry.environment_model, entry.check_loaded, entry.check_builtin_scenes,
-                       entry.check_actions, entry.platform_request):  # fmt: skip
+                       entry.check_actions, entry.platform_request, entry.platform_name):  # fmt: skip
             yield family, target
 
 
@@ -77,6 +77,7 @@ CONTROLLERS = ("unirender.controller", "unirender.cluster", "unirender.mlagents"
 REGISTRIES = [
     Registry("unirender.cluster.simulators:LAUNCHERS", CONTROLLERS, _strings),
     Registry("unirender.cluster.simulators:CAMERA_READERS", CONTROLLERS, _strings),
+    Registry("unirender.cluster.simulators:WEBGL_LAUNCHERS", CONTROLLERS, _strings),
     Registry("unirender.cluster.simulators:RAY_EVENT_CODECS", ("unirender.cluster",), _strings,
              _has("pack", "unpack"), needs="ray"),
     Registry("unirender.cluster.registry:BACKENDS", ("unirender.cluster",), _backends, inspect.isclass, needs="ray"),
@@ -166,7 +167,9 @@ def test_every_family_has_a_line_in_each_layer_it_is_wired_to():
     """AI2-THOR and ML-Agents are wired in every layer; WebGL in the registries of :data:`WEBGL_WIRED`."""
     webgl = set()
     for registry in REGISTRIES:
-        if registry.module in ("unirender.cluster.registry",) or registry.name.endswith("RAY_EVENT_CODECS"):
+        # a family's Ray codec and its launcher of WebGL builds are optional (cluster.simulators says why)
+        if registry.module in ("unirender.cluster.registry",) or registry.name.endswith(("RAY_EVENT_CODECS",
+                                                                                          "WEBGL_LAUNCHERS")):
             continue
         families = {family for family, _ in registry.targets(load_target(registry.name))}
         assert {"ai2thor", "mlagents"} <= families, registry.name

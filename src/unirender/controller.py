@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from unirender._process import ManagedProcess, RestartBudget, RestartWindow, in_terminal_foreground
-from unirender.builds.resolve import controller_build
+from unirender.builds.resolve import controller_build, is_webgl
 from unirender.errors import ActionError, PlayerCrashedError, PlayerError, RestartError, raising
 from unirender.protocol import ProtocolError, build_event
 from unirender.protocol.images import parse_depth_format
@@ -143,6 +143,16 @@ class Controller(RestartWindow):
         else:
             resolved = controller_build(executable, build=build, commit_id=commit_id,
                                         local_executable_path=local_executable_path, platform=platform)  # fmt: skip
+            if is_webgl(resolved, platform):
+                # The bridge is built on the webgl family's controller, a layer above this one; a Controller that
+                # turned into it would not be a Controller (no transport, begin_step, server_type). docs/webgl.md
+                raise ValueError(
+                    f"{resolved.executable} is an AI2-THOR WebGL build (or platform WebGL was asked for): a Controller "
+                    "launches a player process, and a WebGL build runs in headless Chromium through the AI2-THOR WebGL "
+                    "bridge. Start it with unirender.webgl.ai2thor.launch(...) (the same keyword arguments as "
+                    "Controller) or as a session, spec job, service session or UnityEnv, whose AI2-THOR launcher picks "
+                    "the bridge (docs/webgl.md, 'AI2-THOR WebGL builds')"
+                )
             executable = resolved.executable
             self.build_digest = resolved.stored.digest if resolved.stored is not None else None
             # Held while this controller runs players of the build (released by stop()): the store evicts no

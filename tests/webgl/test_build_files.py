@@ -9,8 +9,9 @@ import pytest
 import requests
 
 from fixtures.webgl import GAME
+from unirender.builds.detect import is_webgl_build
 from unirender.errors import PlatformError
-from unirender.webgl.build import content_headers, find_build, is_webgl_build
+from unirender.webgl.build import content_headers, find_build
 from unirender.webgl.server import BuildFiles, BuildServer
 
 

@@ -69,6 +69,12 @@ def _linux_like(root: Path) -> tuple[str, str, Path | None]:
     return "", "", None
 
 
+def is_webgl_build(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a folder that looks like a Unity WebGL build (a loader under ``Build/``)."""
+    build = Path(path) / "Build"
+    return build.is_dir() and any(p.name.endswith(".loader.js") for p in build.iterdir())
+
+
 def detect(root: Path, hint_name: str = "") -> BuildInfo:
     """Detect what the build in folder ``root`` is; ``hint_name``: the archive or folder it came from."""
     target, executable, data = _linux_like(root)

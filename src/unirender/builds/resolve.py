@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from unirender.builds.bounds import HEX, Lease, lease
+from unirender.builds.detect import is_webgl_build
 from unirender.builds.errors import BuildError
 from unirender.builds.store import BuildStore, StoredBuild, is_reference
 
@@ -56,8 +59,11 @@ def stored_path(executable: str | os.PathLike) -> tuple[Path, str] | None:
 
 
 def build_folder(executable: str | os.PathLike) -> Path:
-    """The folder a build's executable stands in: its parent, or the folder holding a macOS ``.app``."""
+    """The folder a build's executable stands in: its parent, the folder holding a macOS ``.app``, or a WebGL
+    build's folder itself (the AI2-THOR family names it as its executable)."""
     path = Path(executable).resolve()
+    if is_webgl_build(path):
+        return path
     for parent in path.parents:
         if parent.suffix == ".app":
             return parent.parent
@@ -146,6 +152,32 @@ def controller_build(executable=BUILTIN, *, build=None, commit_id=None, local_ex
     return resolve_build(executable, platform=platform_name, store=store)
 
 
+def is_webgl(resolved: ResolvedBuild, platform=None) -> bool:
+    """Whether a resolved build is a Unity WebGL build, which runs in a browser and not as a player process:
+    ``platform`` WebGL declared for it, a stored build of target WebGL, or a folder holding ``Build/*.loader.js``.
+    The AI2-THOR family's launcher sends such a build to its WebGL bridge (``cluster.simulators.launch``)."""
+    if build_platform_name(platform) == "WebGL":
+        return True
+    if resolved.stored is not None:
+        return resolved.stored.info.target == "WebGL"
+    return resolved.executable != BUILTIN and is_webgl_build(resolved.executable)
+
+
+def names_webgl_build(controller_kwargs: Mapping[str, Any]) -> bool:
+    """Whether ``Controller`` keyword arguments name a Unity WebGL build (:func:`is_webgl`); a name that does not
+    resolve is not one (whoever launches it says what is wrong), nor is a player started elsewhere."""
+    if controller_kwargs.get("start_unity", True) is False:
+        return False
+    try:
+        resolved = controller_build(controller_kwargs.get("executable", BUILTIN), build=controller_kwargs.get("build"),
+                                    commit_id=controller_kwargs.get("commit_id"),
+                                    local_executable_path=controller_kwargs.get("local_executable_path"),
+                                    platform=controller_kwargs.get("platform"))  # fmt: skip
+    except (BuildError, ValueError):
+        return False
+    return is_webgl(resolved, controller_kwargs.get("platform"))
+
+
 def named_build_digest(name: str, platform: str | None = None, store: BuildStore | None = None) -> str | None:
     """The digest of the bytes a spec's build name stands for (a reference's from the store; a path's computed,
     cached by path, size and mtime); None for the builtin player."""
@@ -155,8 +187,9 @@ def named_build_digest(name: str, platform: str | None = None, store: BuildStore
 def platform_warning(platform: str | None, target: str) -> str | None:
     """Why a declared platform cannot run a build of ``target`` (None when it can, or nobody knows)."""
     if target == "WebGL" and platform != "WebGL":  # the webgl family declares platform WebGL
-        return ("a WebGL build runs in a browser: neither the AI2-THOR nor the ML-Agents family can launch it as a "
-                "player process; the webgl family runs it in headless Chromium (docs/webgl.md)")  # fmt: skip
+        return ("a WebGL build runs in a browser, not as a player process: the webgl family runs it in headless "
+                "Chromium, and the AI2-THOR family an AI2-THOR WebGL build on platform WebGL (or auto); the ML-Agents "
+                "family cannot (docs/webgl.md)")  # fmt: skip
     if target in ("StandaloneOSX", "Windows"):
         return f"a {target} build does not run on Linux render hosts; build for Linux64 or CloudRendering"
     if platform == "CloudRendering" and target == "Linux64":

@@ -31,6 +31,12 @@ LAUNCHERS: dict[str, str] = {
     MLAGENTS: "unirender.cluster.mlagents:MLAgentsSimulator",
     WEBGL: "unirender.webgl.controller:launch",
 }
+# family -> "module:callable" launching that family's builds made for the WebGL platform, from the same kwargs as
+# its launcher; launch() picks it when they name a Unity WebGL build (builds.resolve.names_webgl_build), so that
+# everything above the port runs such a build as it runs the family's other builds (docs/webgl.md)
+WEBGL_LAUNCHERS: dict[str, str] = {
+    AI2THOR: "unirender.webgl.ai2thor:launch",
+}
 # family -> "module:function" giving an event's camera views keyed as Description.observations names them
 CAMERA_READERS: dict[str, str] = {
     AI2THOR: "unirender.controller:camera_frames",
@@ -85,6 +91,12 @@ def flat_first_frame(simulator: Any) -> list[str]:
 
 
 def launch(controller_kwargs: Mapping[str, Any]) -> Simulator:
-    """A started simulator of the family ``controller_kwargs["protocol"]`` names (see the module doc)."""
+    """A started simulator of the family ``controller_kwargs["protocol"]`` names (see the module doc): its
+    :data:`WEBGL_LAUNCHERS` entry for a Unity WebGL build, else its :data:`LAUNCHERS` entry."""
+    from unirender.builds.resolve import names_webgl_build
+
     family = family_of(controller_kwargs)
-    return launcher(family)(**{k: v for k, v in controller_kwargs.items() if k != "protocol"})
+    kwargs = {k: v for k, v in controller_kwargs.items() if k != "protocol"}
+    if family in WEBGL_LAUNCHERS and names_webgl_build(kwargs):
+        return _load(WEBGL_LAUNCHERS, family, "WebGL launcher")(**kwargs)
+    return launcher(family)(**kwargs)

@@ -14,7 +14,8 @@ def resolve_platform(spec):
     """Resolve once for the whole job (starting a virtual display once if one is needed); caller releases."""
     from unirender.platforms import resolve
 
-    return resolve(spec_family(spec).platform_request(spec), platform=spec.environment.platform)
+    family = spec_family(spec)
+    return resolve(family.platform_request(spec), platform=family.platform_name(spec))
 
 
 @dataclass

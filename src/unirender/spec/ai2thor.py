@@ -73,4 +73,16 @@ def platform_request(spec: JobSpec) -> PlatformRequest:
     return PlatformRequest.of(env, headless=env.headless, builtin=env.is_builtin)
 
 
+def platform_name(spec: JobSpec) -> str:
+    """The platform the job's players are resolved for: the declared one, or ``WebGL`` where ``auto`` names a
+    Unity WebGL build (a folder holding ``Build/*.loader.js``, a stored WebGL build), which the family runs
+    through its WebGL bridge (docs/webgl.md, "AI2-THOR WebGL builds")."""
+    from unirender.builds.resolve import names_webgl_build
+
+    env = spec.environment
+    if env.platform == "auto" and names_webgl_build({"executable": env.build_name, "platform": env.platform}):
+        return "WebGL"
+    return env.platform
+
+
 __getattr__ = renamed(__name__, {"check_actions": "check_action_names"})

@@ -78,10 +78,11 @@ def _print_build(spec) -> int:
     """The build the spec names: what it is and whether the declared platform can run it."""
     from unirender.builds import BuildError
     from unirender.builds.resolve import describe_named_build
+    from unirender.spec.families import spec_family
 
     environment = spec.environment
-    try:
-        lines, warnings = describe_named_build(environment.build_name, environment.platform)
+    try:  # the platform the job resolves for (AI2-THOR's auto is WebGL for a WebGL build)
+        lines, warnings = describe_named_build(environment.build_name, spec_family(spec).platform_name(spec))
     except (BuildError, OSError) as exc:
         print(f"unirender: environment: {exc}", file=sys.stderr)
         return 1

@@ -29,6 +29,10 @@ def _no_warnings(spec: Any) -> list[tuple[str, str]]:
     return []
 
 
+def _declared_platform(spec: Any) -> str:
+    return spec.environment.platform
+
+
 @dataclass(frozen=True)
 class SpecFamily:
     """One family's spec: its models and what is checked once a spec of it is loaded."""
@@ -43,6 +47,7 @@ class SpecFamily:
     check_builtin_scenes: Callable[[Any], None] = _nothing
     check_actions: Callable[[Any], list[tuple[str, str]]] = _no_warnings  # warnings; raises for the builtin
     platform_request: Callable[[Any], PlatformRequest] = ai2thor.platform_request
+    platform_name: Callable[[Any], str] = _declared_platform  # the platform the job's players are resolved for
 
 
 SPEC_FAMILIES: dict[str, SpecFamily] = {
@@ -53,6 +58,7 @@ SPEC_FAMILIES: dict[str, SpecFamily] = {
         protocol_field=False,
         check_builtin_scenes=ai2thor.check_builtin_scenes,
         check_actions=ai2thor.check_action_names,
+        platform_name=ai2thor.platform_name,
     ),
     MLAGENTS: SpecFamily(
         MLAGENTS,

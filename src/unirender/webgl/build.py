@@ -72,12 +72,6 @@ class WebGLBuild:
         return content_headers(self.framework)[1]
 
 
-def is_webgl_build(path: str | os.PathLike) -> bool:
-    """Whether ``path`` is a folder that looks like a Unity WebGL build (a loader under ``Build/``)."""
-    build = Path(path) / "Build"
-    return build.is_dir() and any(p.name.endswith(".loader.js") for p in build.iterdir())
-
-
 def _one(build_dir: Path, name: str, kind: str, required: bool) -> str | None:
     found = [f"{name}.{kind}{suffix}" for suffix in ("", ".gz", ".br") if (build_dir / f"{name}.{kind}{suffix}").is_file()]
     if len(found) > 1:

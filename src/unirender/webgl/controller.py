@@ -44,19 +44,25 @@ def launch(executable: str | os.PathLike | None = None, **kwargs: Any) -> WebGLC
     build = kwargs.pop("build", None) or executable
     if build is None:
         raise ValueError("a webgl session needs the build folder (environment.executable)")
-    from unirender.builds.store import is_reference
-
-    if is_reference(os.fspath(build)):  # a store reference (environment.build): the stored folder
-        from unirender.builds.resolve import resolve_build
-
-        build = os.path.dirname(resolve_build(os.fspath(build), platform="WebGL").executable)
-    controller = WebGLController(build, **kwargs)
+    controller = WebGLController(build_folder(build), **kwargs)
     try:
         controller.reset()
     except BaseException:
         controller.stop()
         raise
     return controller
+
+
+def build_folder(build: str | os.PathLike) -> str:
+    """The folder holding ``Build/`` that a build name stands for: a path as it is, a store reference
+    (``name:tag``, ``sha256:<digest>``) the stored folder."""
+    from unirender.builds.store import is_reference
+
+    if not is_reference(os.fspath(build)):
+        return os.fspath(build)
+    from unirender.builds.resolve import resolve_build
+
+    return os.path.dirname(resolve_build(os.fspath(build), platform="WebGL").executable)
 
 
 def camera_frames(event: WebGLEvent) -> dict:
