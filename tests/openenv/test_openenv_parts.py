@@ -69,6 +69,9 @@ def test_images_round_trip_in_every_format():
     rgb = np.random.default_rng(0).integers(0, 256, (6, 8, 3), dtype=np.uint8)
     png = Image.open(io.BytesIO(base64.b64decode(encode_image(rgb, "png"))))
     assert np.array_equal(np.asarray(png), rgb)
+    for pixels in (np.dstack([rgb, rgb[:, :, :1]]), rgb[:, :, 0], rgb[:, :, :1]):  # RGBA, grey, one channel
+        decoded = np.asarray(Image.open(io.BytesIO(base64.b64decode(encode_image(pixels, "png")))))
+        assert np.array_equal(decoded, pixels.reshape(decoded.shape))
     assert base64.b64decode(encode_image(rgb, "jpeg"))[:2] == b"\xff\xd8"
     depth = np.full((6, 8), 1.2345, np.float32)
     as_png = np.asarray(Image.open(io.BytesIO(base64.b64decode(encode_image(depth, "png")))))
