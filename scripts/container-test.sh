@@ -226,9 +226,16 @@ redone = r["frames_rendered"] - r["frames"]
 check(0 <= redone <= r["frames_per_shard"], f"{redone} frames redone after the kill (at most one chunk: {r['frames_per_shard']})")
 check(r["sessions_left"] == 0, "no session left on the backend")
 EOF
-alive=$(timeout 120 podman exec "$RUN_ID-head" python3 -c '
-import ray; ray.init(address="auto", log_to_driver=False); print(sum(n["Alive"] for n in ray.nodes()))' 2>/dev/null)
-[ "$alive" = 1 ] || fail "$alive Ray nodes alive after the kill (expected the head alone)"
+# The GCS marks a killed node dead after its missed health checks (seconds, more on a loaded machine): wait for
+# that state, bounded, rather than reading it once.
+alive=$(timeout 180 podman exec "$RUN_ID-head" python3 -c '
+import time, ray
+ray.init(address="auto", log_to_driver=False)
+deadline = time.monotonic() + 150
+while (alive := sum(n["Alive"] for n in ray.nodes())) != 1 and time.monotonic() < deadline:
+    time.sleep(1)
+print(alive)' 2>/dev/null)
+[ "$alive" = 1 ] || fail "$alive Ray nodes alive 150 s after the kill (expected the head alone)"
 echo "  ok: the job finished on the head alone"
 
 # --- 3. a build that only the head's store holds -----------------------------------------------------------------

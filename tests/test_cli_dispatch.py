@@ -46,3 +46,17 @@ def test_a_missing_extra_names_the_pip_command(module, extra):
 
 def test_other_missing_modules_are_not_blamed_on_an_extra():
     assert missing_extra_message(ModuleNotFoundError("No module named 'numpyy'", name="numpyy")) is None
+
+
+def test_the_cli_loads_no_extra_it_does_not_run():
+    """Building the parser registers every subcommand; none of them may load its extra's heavy modules then (every
+    ``unirender`` call would pay for them: openenv-core's server module alone loads gradio and pandas)."""
+    probe = (
+        "import sys\n"
+        "from unirender.cli import build_parser\n"
+        "build_parser()\n"
+        "heavy = ('openenv', 'gradio', 'fastapi', 'ray', 'torch', 'grpc', 'werkzeug', 'selenium')\n"
+        "print([m for m in sys.modules if m.split('.')[0] in heavy])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out

@@ -31,9 +31,7 @@ FAMILIES = {
               "actions": WEBGL_ACTIONS},  # fmt: skip
 }
 # (family id, the layer's test module) -> why that capability is not there yet (a strict xfail, above).
-NOT_YET = {
-    ("webgl", "test_matrix_console"): "the console's live view of a WebGL session is issue 48's stage 4",
-}
+NOT_YET: dict[tuple[str, str], str] = {}
 BACKENDS = ("local", "ray")
 # Where sessions can live: the backends above, and a real service (``Case.service``, over a local backend) whose
 # sessions a ``create_backend("service", url=...)`` drives (issue 26).
@@ -178,6 +176,12 @@ def family_case(request) -> Case:
 def mlagents_case(request) -> Case:
     """ML-Agents on each backend (for what only that family can show, e.g. a game started with -nographics)."""
     return Case("mlagents", request.param, request)
+
+
+@pytest.fixture(params=[_param("webgl", b) for b in BACKENDS])
+def webgl_case(request) -> Case:
+    """WebGL on each backend (for what only that family has, e.g. the console's declared-action keys)."""
+    return Case("webgl", request.param[1], request)
 
 
 @pytest.fixture(params=[_param(f, p) for f in FAMILIES for p in PLACEMENTS])

@@ -1,5 +1,6 @@
 """The web console on every family and backend: a session's page lists each camera view (each camera sensor of
-each agent for ML-Agents), the live view streams it, and the page's driving reaches the player."""
+each agent for ML-Agents, the canvas for WebGL), the live view streams it, and the page's driving reaches the
+player."""
 
 from __future__ import annotations
 
@@ -58,6 +59,15 @@ def test_the_console_shows_and_drives_a_session(case, tmp_path):
         assert len(views) == 2 and all(v.rsplit("/", 2)[1] == "CameraSensor" for v in views), views
         assert 'data-behavior="ReachTarget?team=0"' in page.text and 'data-axis="1"' in page.text
         assert 'data-branch="0"' in page.text and "hold" in page.text  # the page says how keys drive it
+    elif case.family == "webgl":
+        # the canvas, and a button per declared action; a key action's button names its key
+        assert views == ["rgb"], views
+        buttons = dict(re.findall(r'<button type="button" class="act" data-action="([^"]+)"(?: data-key="([^"]+)")?',
+                                  page.text))  # fmt: skip
+        assert buttons == {"noop": "", "left": "ArrowLeft", "right": "ArrowRight", "up": "ArrowUp", "red": "",
+                           "click": ""}, buttons  # fmt: skip
+        red = re.search(r'data-action="red">(.*?)</button>', page.text, re.S).group(1)
+        assert "<small>SendMessage Game.SetColor(&#39;1,0,0&#39;)</small>" in red, red  # what it does, in words
     else:
         assert views[0] == "frame" and "MoveAhead" in page.text
     frames = [_one_frame(http, f"{url}/ui/sessions/{sid}/stream?view={requests.utils.quote(v)}&fps=5")
@@ -70,6 +80,8 @@ def test_the_console_shows_and_drives_a_session(case, tmp_path):
         good = {"behavior": "ReachTarget?team=0", "continuous": [1.0, -0.5], "discrete": [2]}
         # the API's one action check (continuous values are not bounded there, as in mlagents-envs: Unity clips)
         bad = {"behavior": "ReachTarget?team=0", "continuous": [0.0, 0.0], "discrete": [3]}
+    elif case.family == "webgl":
+        good, bad = {"action": "right"}, {"action": "rihgt"}  # declared names only, as the API's step
     else:
         good, bad = {"action": "RotateRight"}, {"action": "RotateRight", "degrees": "lots"}
     headers = {"X-CSRF-Token": csrf}

@@ -64,7 +64,7 @@ def test_openapi_lists_every_client_route_and_validates(client):
     doc = client.get("/openapi.json").get_json()
     operations = schemathesis.openapi.from_dict(doc).get_all_operations()
     labels = {result.ok().label for result in operations}  # ok() raises on an operation it cannot load
-    assert "POST /v1/sessions/{session_id}/step" in labels and "POST /v1/steps" in labels and len(labels) == 28  # GET /v1/builds (issue 33), session video (issue 36), /v1/builds/{digest}, its manifest and blobs (issue 46)
+    assert "POST /v1/sessions/{session_id}/step" in labels and "POST /v1/steps" in labels and len(labels) == 29  # GET /v1/builds (issue 33), session video (issue 36), /v1/builds/{digest}, its manifest, blobs and POST blobs (issue 46)
     assert {"/v1/sessions", "/v1/sessions/{session_id}/step", "/v1/render", "/v1/jobs"} <= set(doc["paths"])
     assert "/train" not in doc["paths"]  # the players' route is not part of the client API
     builds = doc["paths"]["/v1/builds/{digest}"]

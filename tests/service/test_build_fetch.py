@@ -91,3 +91,33 @@ def test_a_service_fetch_moves_only_the_blobs_the_node_lacks(service, tmp_path):
     some = next(e for e in entries if e.type == "file" and e.size > 100)
     part = requests.get(f"{base}/blobs/{some.sha256}", headers={**auth, "Range": "bytes=10-19"}, timeout=30)
     assert part.status_code == 206 and len(part.content) == 10
+
+
+def test_several_small_blobs_come_in_one_post_in_the_order_asked(service):
+    """``POST /v1/builds/{digest}/blobs``: the files' bytes one after another, in the order asked; a file of another
+    build, a malformed body or too many blobs is refused with its error."""
+    import requests
+
+    from unirender.builds import manifest
+    from unirender.builds.fetch import BATCH_BLOBS
+
+    origin = BuildStore(service.store_root)
+    entries = manifest.parse((origin.get(service.digest).path / "manifest.json").read_bytes())
+    files = sorted({(e.sha256, e.size) for e in entries if e.type == "file"}, key=lambda f: f[1])[:5][::-1]
+    expected = b"".join(next(p for x in (True, False) if (p := origin.blob_path(sha, x)).exists()).read_bytes()
+                        for sha, _size in files)  # fmt: skip
+    auth = {"Authorization": f"Bearer {ALICE}"}
+    url = f"{service.url}/v1/builds/{service.digest}/blobs"
+    answer = requests.post(url, json={"blobs": [sha for sha, _size in files]}, headers=auth, timeout=30)
+    assert answer.status_code == 200 and answer.content == expected
+    assert requests.post(url, json={"blobs": [files[0][0]]}, timeout=30).status_code == 401
+
+    def refused(body) -> tuple[int, str]:
+        answer = requests.post(url, json=body, headers=auth, timeout=30)
+        return answer.status_code, answer.json()["error"]["code"]
+
+    assert refused({"blobs": [files[0][0], "0" * 64]}) == (404, "blob_not_found")
+    assert refused({"blobs": ["not-a-sha"]}) == (400, "invalid_digest")
+    assert refused({"blobs": []}) == (400, "invalid_parameter")
+    assert refused({"files": [files[0][0]]}) == (400, "invalid_parameter")
+    assert refused({"blobs": [files[0][0]] * (BATCH_BLOBS + 1)}) == (413, "batch_too_large")

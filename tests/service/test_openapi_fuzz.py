@@ -46,5 +46,5 @@ def test_api_conforms_to_its_openapi_document(service):
             case.call_and_validate(headers={"Authorization": f"Bearer {TOKEN}"}, checks=checks, timeout=30)
 
         run()
-    assert "POST /v1/sessions/{session_id}/step" in tested and "POST /v1/steps" in tested and len(tested) == 28  # with /v1/builds/{digest} (4), its manifest and blobs
+    assert "POST /v1/sessions/{session_id}/step" in tested and "POST /v1/steps" in tested and len(tested) == 29  # with /v1/builds/{digest} (4), its manifest, blobs and POST blobs
     assert "Traceback" not in service.log()

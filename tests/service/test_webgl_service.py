@@ -65,14 +65,12 @@ def test_a_webgl_session_steps_resets_and_describes_itself(service):
         resp = requests.post(f"{url}?modalities=rgb", json={"action": "left"}, headers=HEADERS, timeout=30)
         doc = resp.json()
         assert resp.status_code == 200 and doc["metadata"]["action"] == "left" and "rgb" in doc["frames"]
-        # The console has no view of the family yet (issue 48 stage 4), but lists the session and says so
+        # The console lists the session with its family's transport (its page and live view: tests/matrix)
         status = requests.get(f"{service.url}/ui/status.json", cookies={"unirender_console": TOKEN}, timeout=30)
         assert status.status_code == 200, status.text
         listed = {s["id"]: s for s in status.json()["sessions"]}
         assert listed[session.id]["family"] == "webgl"
-        view = requests.get(f"{service.url}/ui/sessions/{session.id}/stream", cookies={"unirender_console": TOKEN},
-                            timeout=30)  # fmt: skip
-        assert view.status_code == 422 and view.json()["error"]["code"] == "not_supported"
+        assert listed[session.id]["transport"] == "Chromium DevTools"
 
 
 def test_a_build_the_service_does_not_allow_is_refused(service, tmp_path):

@@ -18,10 +18,13 @@
   the node and the source.
 
 A source serving blobs is anything with ``name`` (how errors name it), ``manifest(digest) -> bytes`` and
-``read(sha256, offset, length) -> bytes`` (and optionally ``hint(digest) -> str``, the name it was added under,
-which detection reads AI2-THOR commits from): :class:`StoreSource` serves a local store; the Ray backend serves
-the driver's store through an actor (``unirender.cluster.ray_builds``). A :class:`ServiceSource` (a service's
-``GET /v1/builds/{digest}``) moves the export tar instead, resumed with ``Range`` by :meth:`BuildStore.pull`.
+``read(sha256, offset, length) -> bytes``, and optionally ``hint(digest) -> str`` (the name it was added under,
+which detection reads AI2-THOR commits from), ``read_many`` (several small blobs in one call) and
+``stream(sha256, offset)`` (a blob to its end as it arrives): :class:`StoreSource` serves a local store;
+:class:`ServiceSource` a service's blob routes (``/v1/builds/{digest}/manifest``, ``/blobs/{sha256}``, ``POST
+/blobs``), and the driver's store, which the Ray backend serves with the same routes from an actor
+(``unirender.cluster.ray_builds``). A service without those routes (an older one) serves its export tar, which
+:func:`fetch` pulls (resumed with ``Range`` by :meth:`BuildStore.pull`) and imports.
 """
 
 from __future__ import annotations
@@ -44,15 +47,23 @@ from unirender.builds.errors import BuildError, BuildFetchError, BuildNotFoundEr
 from unirender.builds.manifest import Entry
 from unirender.builds.store import BuildStore, StoredBuild, remove_tree
 
-CHUNK = 8 << 20  # per read from a source: large enough to amortise a Ray round trip, small in memory
+CHUNK = 8 << 20  # per read from a source that cannot stream (and per batch of small blobs): a round trip amortised
 ATTEMPTS = 3  # tries per blob when what arrives does not hash to what the manifest says
 # Reads in flight at once. One at a time, each Ray round trip (~15 ms under load) was paid in series: a 64 MiB build
 # of 1,100 files took 17.7 s to reach two nodes against a 0.23 s TCP floor (benchmarks/builds.py --distribute).
-# The driver's store server serves as many at once (ray_builds.SERVER_CONCURRENCY).
+# The driver's store server answers each connection on a thread of its own (ray_builds.StoreServer).
 FETCH_THREADS = 8
 # Blobs this small travel several to a read (``read_many``, where a source has it), up to CHUNK bytes a read:
 # a Unity build has thousands of small files (assemblies, shaders), each a round trip on its own.
 SMALL_BLOB = 1 << 20
+# A source that can ``stream(sha256, offset)`` (an HTTP one) sends each blob in one response, read this much at a
+# time straight into the hash and the file: one round trip per blob instead of one per CHUNK.
+STREAM_READ = 1 << 20
+# One batch of small blobs (``read_many``; over HTTP ``POST /v1/builds/{digest}/blobs``) holds at most this many
+# blobs and bytes: each file of a build asked on its own costs a round trip (~1.5 ms through a loopback service),
+# more than its bytes when there are thousands of small ones.
+BATCH_BLOBS = 4096
+BATCH_BYTES = 16 << 20
 
 
 class BlobSource(Protocol):
@@ -111,8 +122,10 @@ class ServiceSource:
     (one per thread), each checked on arrival. A service without those routes serves ``GET /v1/builds/{digest}``,
     the export tar, which :func:`fetch` then pulls (resumed with ``Range``) and imports."""
 
-    def __init__(self, url: str, token: str | None = None, timeout: float = 60.0) -> None:
+    def __init__(self, url: str, token: str | None = None, timeout: float = 60.0,
+                 headers: dict[str, str] | None = None) -> None:  # fmt: skip
         self.url, self.token, self.timeout = url.rstrip("/"), token, timeout
+        self.headers = dict(headers or {})  # sent with every request (the driver's blob server: the node's id)
         self.name = f"the service {self.url}"
         self._digest: str | None = None
         self._local = threading.local()
@@ -120,13 +133,15 @@ class ServiceSource:
     def __repr__(self) -> str:
         return f"ServiceSource({self.url!r})"
 
-    def _request(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    def _open(self, path: str, headers: dict[str, str] | None = None, body: bytes | None = None):
+        """A response to ``GET path`` (``POST`` with ``body``) on this thread's keep-alive connection (read it
+        whole before the next)."""
         import http.client
         import urllib.parse
 
         parts = urllib.parse.urlsplit(self.url)
         base = parts.path.rstrip("/")
-        head = {"User-Agent": "unirender-builds", **(headers or {})}
+        head = {"User-Agent": "unirender-builds", **self.headers, **(headers or {})}
         if self.token:
             head["Authorization"] = f"Bearer {self.token}"
         for attempt in (1, 2):  # a keep-alive connection the server closed while idle: once more on a new one
@@ -135,15 +150,27 @@ class ServiceSource:
                 kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
                 conn = self._local.conn = kind(parts.netloc, timeout=self.timeout)
             try:
-                conn.request("GET", base + path, headers=head)
-                response = conn.getresponse()
-                return response.status, response.read()
+                conn.request("GET" if body is None else "POST", base + path, body=body, headers=head)
+                return conn.getresponse()
             except (ConnectionError, http.client.HTTPException):
-                conn.close()
-                self._local.conn = None
+                self._drop()
                 if attempt == 2:
                     raise
         raise AssertionError("unreachable")
+
+    def _drop(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+        self._local.conn = None
+
+    def _request(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+        response = self._open(path, headers)
+        try:
+            return response.status, response.read()
+        except BaseException:
+            self._drop()
+            raise
 
     def manifest(self, digest: str) -> bytes:
         status, body = self._request(f"/v1/builds/{digest}/manifest")
@@ -162,6 +189,45 @@ class ServiceSource:
             return body[:length]
         raise BuildFetchError(f"blob {sha256}: {status} {_error_code(body)}: {_error_message(body)}")
 
+
+    def read_many(self, reads: list[tuple[str, int, int]]) -> list[bytes]:
+        """Several whole small blobs in one ``POST .../blobs`` (offsets are 0: :func:`_fetch_missing` batches only
+        blobs nothing of which arrived yet); what comes back is cut by the lengths asked (a short or damaged
+        answer fails each blob's hash, and the blob is fetched again on its own)."""
+        import json
+
+        body = json.dumps({"blobs": [sha for sha, _offset, _length in reads]}).encode()
+        response = self._open(f"/v1/builds/{self._digest}/blobs", {"Content-Type": "application/json"}, body)
+        try:
+            data = response.read()
+        except BaseException:
+            self._drop()
+            raise
+        if response.status in (404, 405) and _error_code(data) in ("not_found", "method_not_allowed"):
+            return [self.read(sha, offset, length) for sha, offset, length in reads]  # a service without the route
+        if response.status != 200:
+            raise BuildFetchError(f"{len(reads)} blobs: {response.status} {_error_code(data)}: {_error_message(data)}")
+        pieces, at = [], 0
+        for _sha, _offset, length in reads:
+            pieces.append(data[at : at + length])
+            at += length
+        return pieces
+
+    def stream(self, sha256: str, offset: int) -> Iterator[memoryview]:
+        """The blob from ``offset`` to its end in one response, as it arrives (``STREAM_READ`` bytes a read, into
+        one reused buffer: each piece is valid until the next is asked for)."""
+        response = self._open(f"/v1/builds/{self._digest}/blobs/{sha256}",
+                              {"Range": f"bytes={offset}-"} if offset else None)  # fmt: skip
+        try:
+            if not (response.status == 206 or (response.status == 200 and offset == 0)):
+                body = response.read()
+                raise BuildFetchError(f"blob {sha256}: {response.status} {_error_code(body)}: {_error_message(body)}")
+            view = memoryview(bytearray(STREAM_READ))
+            while n := response.readinto(view):
+                yield view[:n]
+        finally:
+            if not response.isclosed():  # not read to its end (an error, a consumer that stopped): not reusable
+                self._drop()
 
 def _error_code(body: bytes) -> str:
     import json
@@ -362,11 +428,14 @@ def _fetch_missing(source: BlobSource, missing: list[tuple[str, int]], blobs: Pa
     batches: list[list[tuple[str, int]]] = []
     singles: list[tuple[str, int]] = []
     batched = callable(getattr(source, "read_many", None))
+    batched_bytes = 0
     for sha, size in missing:
         if batched and size <= SMALL_BLOB and not (blobs / f"{sha}.part").exists():
-            if not batches or sum(n for _, n in batches[-1]) + size > chunk:
+            if not batches or batched_bytes + size > chunk or len(batches[-1]) >= BATCH_BLOBS:
                 batches.append([])
+                batched_bytes = 0
             batches[-1].append((sha, size))
+            batched_bytes += size
         else:
             singles.append((sha, size))
     with ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix="unirender-fetch") as pool:
@@ -407,14 +476,24 @@ def _fetch_blob(source: BlobSource, sha: str, size: int, arrived: Path, attempts
             with open(part, "rb") as f:
                 while data := f.read(1 << 20):
                     digest.update(data)
-        with open(part, "ab") as out:
+        # Unbuffered: each piece is written as it arrives, so what arrived survives this process (the next fetch
+        # resumes after it).
+        with open(part, "ab", buffering=0) as out:
             offset = out.tell()
+            if offset < size and callable(getattr(source, "stream", None)):
+                for data in source.stream(sha, offset):  # type: ignore[attr-defined]
+                    data = data[: size - offset]  # more than the manifest's size: what follows fails the hash
+                    out.write(data)
+                    digest.update(data)
+                    offset += len(data)
+                    _count(stats, bytes_moved=len(data))
+                    if offset >= size:
+                        break
             while offset < size:
                 data = source.read(sha, offset, min(chunk, size - offset))
                 if not data:
                     raise BuildFetchError(f"blob {sha} ended at {offset:,} of its {size:,} bytes")
                 out.write(data)
-                out.flush()  # what arrived survives this process: the next fetch resumes after it
                 digest.update(data)
                 offset += len(data)
                 _count(stats, bytes_moved=len(data))

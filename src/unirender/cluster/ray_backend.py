@@ -392,7 +392,7 @@ class RayBackend(SessionBackend):
         self.build_source = build_source.rstrip("/") if build_source else None
         self.token = token
         self.fetch_builds = fetch_builds
-        self._store_server: Any = None  # (the driver's store served to nodes: ray_builds.StoreServer, its name)
+        self._store_server: Any = None  # (the driver's store served to nodes: ray_builds.StoreServer, its endpoint)
         self._store_server_lock = threading.Lock()
 
     # -- builds (docs/cluster.md, "How builds reach players") ---------------------------------------------------
@@ -414,9 +414,10 @@ class RayBackend(SessionBackend):
                     num_cpus=0, max_concurrency=SERVER_CONCURRENCY,
                     scheduling_strategy=NodeAffinitySchedulingStrategy(node_id=here, soft=False),
                 ).remote(str(BuildStore().root))  # fmt: skip
-                self._store_server = (server, ray.get(server.name.remote(), timeout=self.start_timeout))
-        server, name = self._store_server
-        spec.update(server=server, server_name=f"{name} (the driver's, through Ray)")
+                self._store_server = (server, ray.get(server.endpoint.remote(), timeout=self.start_timeout))
+        server, endpoint = self._store_server
+        spec.update(server=server, server_name=f"{endpoint['name']} (the driver's, served at {endpoint['url']})",
+                    endpoint={"url": endpoint["url"], "token": endpoint["token"]})
         return spec
 
     def build_fetches(self) -> dict[str, dict[str, int]]:

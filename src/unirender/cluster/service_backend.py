@@ -7,7 +7,7 @@ kwargs a session is created with become the service's session body (:data:`SESSI
 family's cluster adapter, ``cluster/ai2thor.py``, ``cluster/mlagents.py``, ``cluster/webgl.py``; the inverse of how the service builds
 controller kwargs from an environment spec; a kwarg no body can say is refused, naming it).
 Events are the local ones' types: AI2-THOR ``Event``; ML-Agents :class:`unirender.protocol.mlagents.MLAgentsEvent`,
-built from the service's arrays; WebGL: ``unirender.client.webgl.RemoteWebGLEvent`` (a ``WebGLEvent``'s fields).
+built from the service's arrays; WebGL: the family's one ``WebGLEvent`` (``protocol.webgl_event``).
 A WebGL build folder of this machine is uploaded as the others' build folders are (:meth:`ServiceBackend.bring_build`). The service's error codes come back as the local backends' exceptions
 (:func:`local_error`).
 

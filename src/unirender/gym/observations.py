@@ -15,17 +15,8 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from unirender.protocol.event import MODALITY_ATTRIBUTE
 from unirender.protocol.images import DepthFormat, depth_scale
-
-# Modality -> the Event attribute holding it (AI2-THOR names).
-MODALITY_ATTRIBUTE = {
-    "rgb": "frame",
-    "depth": "depth_frame",
-    "instance_segmentation": "instance_segmentation_frame",
-    "semantic_segmentation": "semantic_segmentation_frame",
-    "normals": "normals_frame",
-    "flow": "flow_frame",
-}
 
 # How depth is handed to the learner: metres as float32, millimetres as uint16 (65.535 m at most), or the
 # [0, max_depth] range spread over uint8 0..255, which Stable-Baselines3 treats as an image (a CNN, /255).

@@ -9,17 +9,9 @@ from typing import Any
 
 from unirender.openenv.families import Outcome
 from unirender.openenv.models import UnirenderAction
+from unirender.protocol.event import MODALITY_ATTRIBUTE
 from unirender.simulator import Description
 
-# modality -> the Event attribute holding its frame
-MODALITY_ATTRIBUTE = {
-    "rgb": "frame",
-    "depth": "depth_frame",
-    "instance_segmentation": "instance_segmentation_frame",
-    "semantic_segmentation": "semantic_segmentation_frame",
-    "normals": "normals_frame",
-    "flow": "flow_frame",
-}
 # Metadata keys every observation carries (the whole document is large: objects, and is in state's player log)
 STEP_METADATA_KEYS = ("lastActionSuccess", "errorMessage", "lastAction", "sceneName", "agent")
 

@@ -16,7 +16,6 @@ import base64
 import binascii
 import functools
 import hmac
-import ipaddress
 import json
 import os
 import socket
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from unirender.errors import SpecError
+from unirender.netaddr import is_loopback
 from unirender.openenv.environment import (
     NoPlayerError,
     ServedEnvironment,
@@ -166,15 +166,6 @@ def create_openenv_app(served: ServedEnvironment, tokens: list[str] | None = Non
             error, lambda request, exc, status=status: JSONResponse({"detail": str(exc)}, status_code=status)
         )
     return TokenGate(app, tokens) if tokens else app
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def serve(

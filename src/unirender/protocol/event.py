@@ -48,6 +48,16 @@ from unirender.protocol.metadata import (
 )
 from unirender.protocol.payload import Payload
 
+# A spec's modality name -> the Event attribute holding the agent's frame of it (the gym's observations, OpenEnv's
+# images, the service's documents all read frames by it).
+MODALITY_ATTRIBUTE = {
+    "rgb": "frame",
+    "depth": "depth_frame",
+    "instance_segmentation": "instance_segmentation_frame",
+    "semantic_segmentation": "semantic_segmentation_frame",
+    "normals": "normals_frame",
+    "flow": "flow_frame",
+}
 # Event attribute -> form field name (protocol.md 2.4). Per agent:
 AGENT_FRAME_FIELDS = {
     "frame": "image",

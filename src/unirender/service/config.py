@@ -8,7 +8,6 @@ a bare one has :data:`unirender.service.scopes.DEFAULT_SCOPES` (``service.scopes
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import tomllib
@@ -168,12 +167,9 @@ class ServiceConfig(BaseModel):
                                 player_idle_s=self.player_idle_s, per_address=self.connections_per_address)
 
     def is_loopback(self) -> bool:
-        if self.host == "localhost":
-            return True
-        try:
-            return ipaddress.ip_address(self.host).is_loopback
-        except ValueError:
-            return False
+        from unirender.netaddr import is_loopback
+
+        return is_loopback(self.host)
 
 
 def parse_tokens(text: str) -> dict[str, str]:

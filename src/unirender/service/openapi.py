@@ -263,6 +263,19 @@ def openapi_document(config=None, *, auth_enabled: bool | None = None) -> dict:
                     {"name": "sha256", "in": "path", "required": True, "schema": {"type": "string"}},
                     {"name": "Range", "in": "header", "required": False, "schema": {"type": "string"}}]),
             "x-scope": "sessions"}},
+        "/v1/builds/{digest}/blobs": {"post": {**_op(
+            "several small files of the build in one response, their bytes one after another in the order asked "
+            "(each one's size is in the manifest): a node fetches a build's many small files in a few round trips "
+            "(scope: sessions)",
+            {"200": {"description": "the files' bytes, concatenated",
+                     "content": {"application/octet-stream": {"schema": {}}}},
+             **_errors((400, "invalid_digest, invalid_parameter"), (404, "build_not_found, blob_not_found"),
+                       (413, "batch_too_large"))},
+            body={"required": True, "content": {"application/json": {"schema": {
+                "type": "object", "required": ["blobs"], "additionalProperties": False,
+                "properties": {"blobs": {"type": "array", "minItems": 1, "maxItems": 4096,
+                                         "items": {"type": "string", "pattern": "^[0-9a-f]{64}$"}}}}}}},
+            params=[{"$ref": "#/components/parameters/Digest"}]), "x-scope": "sessions"}},
         "/v1/sessions": {
             "get": _op("your sessions", {"200": _json(obj)}),
             "post": _op("start a player for an environment spec (environment.protocol: mlagents -> an ML-Agents "

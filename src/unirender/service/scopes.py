@@ -25,7 +25,8 @@ DEFAULT_SCOPES = frozenset({SESSIONS, JOBS})
 # missing here is refused to everyone but admin: a new endpoint must say what it needs.
 ENDPOINT_SCOPES = {
     "platforms": None, "list_builds": None,  # any valid token
-    "get_build": SESSIONS, "get_build_manifest": SESSIONS, "get_build_blob": SESSIONS, "put_build": BUILDS_WRITE, "delete_build": ADMIN,  # GET: only builds it may launch
+    "get_build": SESSIONS, "get_build_manifest": SESSIONS, "get_build_blob": SESSIONS,
+    "post_build_blobs": SESSIONS, "put_build": BUILDS_WRITE, "delete_build": ADMIN,  # GET: only builds it may launch
     "list_sessions": SESSIONS, "create_session": SESSIONS, "get_session": SESSIONS, "delete_session": SESSIONS,
     "step": SESSIONS, "reset": SESSIONS, "last_event": SESSIONS, "batch_steps": SESSIONS, "render": SESSIONS,
     "get_video": SESSIONS, "start_video": SESSIONS, "stop_video": SESSIONS,

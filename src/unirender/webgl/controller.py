@@ -18,13 +18,13 @@ import os
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from unirender._process import RestartBudget, RestartWindow
 from unirender.errors import ActionError, PlayerCrashedError, PlayerError, PlayerTimeoutError, RestartError
+from unirender.protocol.webgl_event import WebGLEvent
 from unirender.simulator import ActionDescription, Description, ObservationDescription
 from unirender.webgl import actions as webgl_actions
 from unirender.webgl.browser import Browser
@@ -35,35 +35,6 @@ from unirender.webgl.server import BuildFiles, BuildServer
 
 FAMILY = "webgl"
 READBACKS = ("pixels", "png", "screenshot")
-
-
-@dataclass
-class WebGLEvent:
-    """One step's result: ``frame`` (H, W, 3) uint8 as the canvas showed it after the step's frames;
-    ``messages``: every value the page emitted through ``window.unirender.emit`` since the previous step;
-    ``reward`` (the sum of their ``reward`` fields), ``done`` (any ``done``), ``metadata`` (their mapping
-    values merged, the latest winning); ``errors``: JavaScript errors the page reported meanwhile."""
-
-    frame: np.ndarray
-    messages: list = field(default_factory=list)
-    reward: float = 0.0
-    done: bool = False
-    metadata: dict = field(default_factory=dict)
-    step: int = 0
-    action: Any = None
-    errors: list = field(default_factory=list)
-
-    @classmethod
-    def from_page(cls, frame: np.ndarray, messages: list, errors: list, step: int, action: Any) -> WebGLEvent:
-        reward, done, metadata = 0.0, False, {}
-        for message in messages:
-            if isinstance(message, Mapping):
-                value = message.get("reward")
-                if isinstance(value, int | float) and not isinstance(value, bool):
-                    reward += float(value)
-                done = done or bool(message.get("done", False))
-                metadata.update(message)
-        return cls(frame, list(messages), reward, done, metadata, step, action, list(errors))
 
 
 def launch(executable: str | os.PathLike | None = None, **kwargs: Any) -> WebGLController:

@@ -12,6 +12,7 @@
   caller may launch): the build's manifest and each of its files by content (Range answered), what a node's
   ``unirender.builds.fetch`` asks for: only the blobs it lacks move, several at once, each checked on arrival, with
   no export tar made or unpacked on either side. A blob is served only as a file of that build.
+  ``POST /v1/builds/{digest}/blobs`` (``{"blobs": [sha256, ...]}``): several small ones in one response.
 """
 
 from __future__ import annotations
@@ -72,8 +73,8 @@ def get_build_manifest(app, request, owner, digest):
                      conditional=True, etag=digest)  # fmt: skip
 
 
-def get_build_blob(app, request, owner, digest, sha256):
-    stored = _launchable(app, digest)
+def _blob_path(app, stored, sha256: str) -> Path:
+    """Where the store keeps blob ``sha256`` as a file of build ``stored`` (404 when it is not one)."""
     if not HEX.match(sha256):
         raise ApiError(400, "invalid_digest", f"a blob is named by its sha256 (64 hex digits), got {sha256[:80]!r}")
     with _blob_sets_lock:
@@ -88,9 +89,36 @@ def get_build_blob(app, request, owner, digest, sha256):
     store = app.policy.build_store
     path = next((p for x in (True, False) if sha256 in blobs and (p := store.blob_path(sha256, x)).is_file()), None)
     if path is None:
-        raise ApiError(404, "blob_not_found", f"build {digest} has no file with sha256 {sha256}")
+        raise ApiError(404, "blob_not_found", f"build {stored.digest} has no file with sha256 {sha256}")
+    return path
+
+
+def get_build_blob(app, request, owner, digest, sha256):
+    path = _blob_path(app, _launchable(app, digest), sha256)
+    # No Range: waitress's file wrapper, which the service's channel sends with sendfile (service.server).
     return send_file(str(path), request.environ, mimetype="application/octet-stream", conditional=True,
                      etag=sha256)  # fmt: skip
+
+
+def post_build_blobs(app, request, owner, digest):
+    """Several small files of the build in one response, their bytes one after another in the order asked
+    (the client knows each one's size from the manifest): a build's thousands of small files, one round trip
+    each, cost more than its large ones (``unirender.builds.fetch.BATCH_BLOBS``/``BATCH_BYTES`` bound a batch)."""
+    from unirender.builds.fetch import BATCH_BLOBS, BATCH_BYTES
+
+    stored = _launchable(app, digest)
+    body = app.read_body(request)
+    shas = body.get("blobs") if isinstance(body, dict) else None
+    if not isinstance(shas, list) or not shas or not all(isinstance(sha, str) for sha in shas):
+        raise ApiError(400, "invalid_parameter", "send {\"blobs\": [<sha256>, ...]}: the files wanted, by sha256")
+    if len(shas) > BATCH_BLOBS:
+        raise ApiError(413, "batch_too_large", f"{len(shas)} blobs asked; at most {BATCH_BLOBS} in one request")
+    paths = [_blob_path(app, stored, sha) for sha in shas]
+    total = sum(path.stat().st_size for path in paths)
+    if total > BATCH_BYTES:
+        raise ApiError(413, "batch_too_large", f"{total} bytes asked; at most {BATCH_BYTES} in one request (ask for "
+                       "large files one at a time: GET .../blobs/{sha256})")
+    return Response(b"".join(path.read_bytes() for path in paths), mimetype="application/octet-stream")
 
 
 def _export(app, stored) -> Path:

@@ -69,7 +69,7 @@ class AI2ThorConsole:
     def scene(self, event: Any) -> str | None:
         return (getattr(event, "metadata", None) or {}).get("sceneName") if event is not None else None
 
-    def controls(self, description: Description | None) -> dict:
+    def controls(self, description: Description | None, environment: dict) -> dict:
         return {"keys": DEFAULT_KEYS}
 
     def action(self, body: Any, event: Any, description: Description | None) -> tuple[Any, str]:

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import secrets
 
 from werkzeug.wrappers import Request
 
+from unirender.netaddr import is_loopback
 from unirender.service.config import ANONYMOUS, OPEN_GRANT, ServiceConfig
 from unirender.service.errors import ApiError
 from unirender.service.scopes import Grant
@@ -44,16 +44,6 @@ SECURITY_HEADERS = {
 }
 
 
-def _is_loopback(host: str) -> bool:
-    host = host.strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 class ConsoleAuth:
     def __init__(self, config: ServiceConfig):
         self.config = config
@@ -66,7 +56,7 @@ class ConsoleAuth:
             return
         peer = request.remote_addr or ""
         host = request.host.rsplit(":", 1)[0] if not request.host.endswith("]") else request.host
-        if not _is_loopback(peer) or not _is_loopback(host):
+        if not is_loopback(peer) or not is_loopback(host):
             raise ApiError(403, "loopback_only", "this service has no tokens configured: its console answers "
                            "loopback clients at a loopback address only")
 

@@ -196,7 +196,7 @@ class Console:
         env = (entry.environment or {}).get("environment") or {}
         try:
             family = console_family(entry.session.family)
-        except ApiError:  # a family the console has no view of yet (webgl: issue 48 stage 4): listed, not viewed
+        except ApiError:  # a family without a console adapter (families.CONSOLE_FAMILIES): listed, not viewed
             info.update(width=env.get("width"), height=env.get("height"), transport=None, scene=None,
                         family=entry.session.family, viewers=[], frames_published=entry.frames.seq,
                         build=self._build_label(env))
@@ -237,7 +237,7 @@ class Console:
         entry = self.app.sessions.get(owner, session_id)
         family = console_family(entry.session.family)
         views = family.views(entry.session.last_event)
-        controls = family.controls(self._description(entry))
+        controls = family.controls(self._description(entry), (entry.environment or {}).get("environment") or {})
         video = self.app.session_videos.get(entry.id)
         return self._page(request, "session.html", owner, s=self._session_doc(entry), views=views,
                           video=video.describe() if video is not None else None,

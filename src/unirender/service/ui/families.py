@@ -2,8 +2,8 @@
 
 Looked up once per session from ``session.family`` (:func:`console_family`); the live view and the action
 endpoint then call the adapter's methods (:class:`ConsoleFamily`), never ask which family they hold. Each family's
-adapter lives in its own module (``service/ui/ai2thor_console.py``, ``service/ui/mlagents_console.py``); a third
-family adds its module and one line in :data:`CONSOLE_FAMILIES`.
+adapter lives in its own module (``service/ui/ai2thor_console.py``, ``service/ui/mlagents_console.py``,
+``service/ui/webgl_console.py``); a family adds its module and one line in :data:`CONSOLE_FAMILIES`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from unirender.service.errors import ApiError
-from unirender.simulator import AI2THOR, MLAGENTS, load_registered, moved_names
+from unirender.simulator import AI2THOR, MLAGENTS, WEBGL, load_registered, moved_names
 
 if TYPE_CHECKING:
     import numpy as np
@@ -51,8 +51,9 @@ class ConsoleFamily(Protocol):
     def scene(self, event: Any) -> str | None:
         """What the session shows, for the session's page (a scene name, the game's behaviors); None if unknown."""
 
-    def controls(self, description: Description | None) -> dict:
-        """The page's driving controls, from the session's description."""
+    def controls(self, description: Description | None, environment: dict) -> dict:
+        """The page's driving controls, from the session's description and the ``environment`` it was created
+        with (what a family declares there beyond the description: WebGL's actions' keys)."""
 
     def action(self, body: Any, event: Any, description: Description | None) -> tuple[Any, str]:
         """``(what the session's step takes, a label for the page)`` from the page's POST body (an ``ApiError``
@@ -69,6 +70,7 @@ class ConsoleFamily(Protocol):
 CONSOLE_FAMILIES: dict[str, str] = {
     AI2THOR: "unirender.service.ui.ai2thor_console:CONSOLE",
     MLAGENTS: "unirender.service.ui.mlagents_console:CONSOLE",
+    WEBGL: "unirender.service.ui.webgl_console:CONSOLE",
 }
 _loaded: dict[str, ConsoleFamily] = {}
 

@@ -58,7 +58,7 @@ class MLAgentsConsole:
         names = sorted({b.split("?", 1)[0] for b in event.behavior_names}) if event is not None else []
         return f"ML-Agents: {', '.join(names)}" if names else None
 
-    def controls(self, description: Description | None) -> dict:
+    def controls(self, description: Description | None, environment: dict) -> dict:
         behaviors = description.actions.behaviors if description is not None else {}
         return {"behaviors": {name: {"continuous": space.continuous, "discrete": list(space.discrete)}
                               for name, space in behaviors.items()}}  # fmt: skip

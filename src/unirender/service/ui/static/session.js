@@ -166,6 +166,25 @@
     return;
   }
 
+  // WebGL: the environment's declared actions by name, a button each; a key is an action's only as declared
+  // (data-key, as KeyboardEvent.key reads it), not remappable: the declaration is the policy.
+  const declared = document.querySelector(".pad.declared");
+  if (declared) {
+    const declaredKeys = {};
+    declared.querySelectorAll("button.act").forEach(b => {
+      b.addEventListener("click", () => send({action: b.dataset.action}, b.dataset.action));
+      if (b.dataset.key) declaredKeys[b.dataset.key] = b.dataset.action;
+    });
+    document.addEventListener("keydown", ev => {
+      if (ev.ctrlKey || ev.metaKey || ev.altKey || inField(ev.target)) return;
+      const key = keyOf(ev);
+      if (!Object.prototype.hasOwnProperty.call(declaredKeys, key)) return;
+      ev.preventDefault();
+      send({action: declaredKeys[key]}, declaredKeys[key]);
+    });
+    return;
+  }
+
   // AI2-THOR: named actions on keys (remappable, kept in this browser) and buttons.
   function keymap() {
     try { return JSON.parse(localStorage.getItem(STORE) || "null") || Object.assign({}, defaults); }
