@@ -148,8 +148,8 @@ def test_every_line_resolves_where_the_contracts_allow(registry):
 
 
 # The registries the webgl family has a line in so far (issue 48: below the port, gym, the spec, the jobs and the
-# service layers, the console, the service placement and the client; docs/internals.md, "Measured: the webgl
-# family"). A line added elsewhere fails the test until it is listed.
+# service layers, the console, the service placement and the client; issue 50: OpenEnv; docs/internals.md,
+# "Measured: the webgl family"). A line added elsewhere fails the test until it is listed.
 WEBGL_WIRED = {
     "unirender.cluster.simulators:LAUNCHERS",
     "unirender.cluster.simulators:CAMERA_READERS",
@@ -160,6 +160,7 @@ WEBGL_WIRED = {
     "unirender.spec.families:SPEC_FAMILIES",
     "unirender.jobs.families:JOB_FAMILIES",
     "unirender.gym.families:GYM_FAMILIES",
+    "unirender.openenv.families:OPENENV_FAMILIES",
 }
 
 

@@ -69,6 +69,9 @@ def test_images_round_trip_in_every_format():
     rgb = np.random.default_rng(0).integers(0, 256, (6, 8, 3), dtype=np.uint8)
     png = Image.open(io.BytesIO(base64.b64decode(encode_image(rgb, "png"))))
     assert np.array_equal(np.asarray(png), rgb)
+    for pixels in (np.dstack([rgb, rgb[:, :, :1]]), rgb[:, :, 0], rgb[:, :, :1]):  # RGBA, grey, one channel
+        decoded = np.asarray(Image.open(io.BytesIO(base64.b64decode(encode_image(pixels, "png")))))
+        assert np.array_equal(decoded, pixels.reshape(decoded.shape))
     assert base64.b64decode(encode_image(rgb, "jpeg"))[:2] == b"\xff\xd8"
     depth = np.full((6, 8), 1.2345, np.float32)
     as_png = np.asarray(Image.open(io.BytesIO(base64.b64decode(encode_image(depth, "png")))))
@@ -100,3 +103,27 @@ def test_an_open_server_binds_loopback_only(tmp_path):
         serve(served, host="0.0.0.0", port=0, announce=lambda line: pytest.fail(f"it served: {line}"))
     with pytest.raises(SpecError, match="at least 1"):
         load_served(spec, max_sessions=0)
+
+
+def test_a_webgl_action_is_a_declared_name_and_nothing_else():
+    from unirender.openenv.models import UnirenderAction
+    from unirender.openenv.webgl import WebGLAdapter
+    from unirender.simulator import ActionDescription, Description, ObservationDescription
+
+    description = Description(
+        family="webgl",
+        actions=ActionDescription("named", names=("noop", "left", "right")),
+        observations=(ObservationDescription("frame", "image", (40, 48, 3), "uint8", camera=True),),
+    )
+    adapter = WebGLAdapter(description, ["rgb"])
+    assert adapter.observation_spec["observations"][0]["shape"] == [40, 48, 3]
+    assert adapter.session_action(UnirenderAction(action="left"), None) == "left"
+    assert adapter.session_action(UnirenderAction(), None) == "noop"  # no input this step
+    with pytest.raises(ValueError, match="did you mean 'right'.*declared: noop, left, right"):
+        adapter.session_action(UnirenderAction(action="rigth"), None)
+    with pytest.raises(ValueError, match="declared action's name, not"):  # raw input is not taken
+        adapter.session_action(UnirenderAction(action={"key": "ArrowLeft"}), None)
+    with pytest.raises(ValueError, match="not ML-Agents'"):
+        adapter.session_action(UnirenderAction(discrete_actions=[1]), None)
+    with pytest.raises(ValueError, match="no scene or environment_parameters"):
+        adapter.first_event(None, False, {"scene": "FloorPlan1"})

@@ -1,7 +1,9 @@
 """``unirender openenv serve`` driven by openenv-core's own ``EnvClient`` (a small subclass, as OpenEnv users write
-one) over its WebSocket, for the AI2-THOR reference player and the reference ML-Agents game: reset, steps with
-images in each format, state, two concurrent sessions, the session limit, a bad action, a killed player, tokens.
-The server is a real subprocess on 127.0.0.1 (port 0: it announces the port it bound before it accepts)."""
+one) over its WebSocket, for the AI2-THOR reference player, the reference ML-Agents game and the WebGL test game
+(in headless Chromium): reset, steps with images in each format, state, two concurrent sessions, the session
+limit, a bad action, a killed player, tokens. The server is a real subprocess on 127.0.0.1 (port 0: it announces
+the port it bound before it accepts). Every WebGL session boots a browser: the family-independent cases (the
+session limit, tokens) run for the other two families only."""
 
 from __future__ import annotations
 
@@ -9,13 +11,7 @@ import base64
 import io
 import json
 import os
-import re
-import selectors
 import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,19 +22,26 @@ from openenv.core.client_types import StepResult  # noqa: E402
 from openenv.core.env_client import EnvClient  # noqa: E402
 from PIL import Image  # noqa: E402
 
+from fixtures.openenv_server import TOKEN, OpenEnvServer, token_file  # noqa: E402
+from fixtures.webgl import ACTIONS as WEBGL_ACTIONS  # noqa: E402
+from fixtures.webgl import GAME as WEBGL_GAME  # noqa: E402
 from unirender.openenv import UnirenderAction, UnirenderObservation, UnirenderState  # noqa: E402
 from unirender.openenv.images import decode_array  # noqa: E402
 
 pytestmark = pytest.mark.timeout(240)
 
-TOKEN = "openenv-test-token-0123456789"
 MAX_SESSIONS = 2
 SPECS = {
     "ai2thor": "environment:\n  executable: builtin\n  width: 64\n  height: 48\n"
     "render:\n  modalities: [rgb, depth]\n",
     "mlagents": "environment:\n  protocol: mlagents\n  executable: builtin\n  width: 32\n  height: 32\n"
     "  time_scale: 100\n",
+    # the WebGL test game as tests/matrix declares it (JSON is YAML)
+    "webgl": "environment: " + json.dumps({"protocol": "webgl", "executable": str(WEBGL_GAME), "width": 48,
+                                          "height": 40, "actions": WEBGL_ACTIONS}) + "\n",
 }
+# The cases whose subject is the server, not the family: WebGL (a browser per session) is left out of them
+SERVER_CASES = pytest.mark.parametrize("server", ["ai2thor", "mlagents"], indirect=True)
 
 
 class UnirenderClient(EnvClient[UnirenderAction, UnirenderObservation, UnirenderState]):
@@ -63,61 +66,22 @@ class UnirenderClient(EnvClient[UnirenderAction, UnirenderObservation, Unirender
         return await self._send_and_receive({"type": "step", "data": data})
 
 
-class Server:
-    """``unirender openenv serve`` as a subprocess; stopped (SIGTERM, then SIGKILL) whatever happens."""
-
-    def __init__(self, spec: Path, token_file: Path):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "unirender.cli", "openenv", "serve", str(spec), "--port", "0",
-             "--max-sessions", str(MAX_SESSIONS), "--token-file", str(token_file)],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
-        try:
-            self.url = self._wait_for_url(timeout=120)
-        except BaseException:
-            self.stop()
-            raise
-
-    def _wait_for_url(self, timeout: float) -> str:
-        deadline = time.monotonic() + timeout
-        seen = []
-        with selectors.DefaultSelector() as sel:
-            sel.register(self.proc.stdout, selectors.EVENT_READ)
-            while time.monotonic() < deadline:
-                if not sel.select(deadline - time.monotonic()):
-                    break
-                line = self.proc.stdout.readline()
-                if not line:  # exited
-                    break
-                seen.append(line)
-                found = re.search(r"on (http://127\.0\.0\.1:\d+)", line)
-                if found:
-                    return found.group(1)
-        raise AssertionError(f"the server announced no URL; it said:\n{''.join(seen)}")
-
+class Server(OpenEnvServer):
     def client(self, token: str | None = TOKEN) -> UnirenderClient:
-        base = self.url if token is None else self.url.replace("http://", f"http://openenv:{token}@")
-        return UnirenderClient(base_url=base, message_timeout_s=120).sync()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.proc.stdout.close()
+        return UnirenderClient(base_url=self.url_with_token(token), message_timeout_s=120).sync()
 
 
 @pytest.fixture(scope="module", params=sorted(SPECS))
 def server(request, tmp_path_factory):
+    if request.param == "webgl":
+        from unirender.platforms import chromium
+
+        if chromium.find_chromium() is None:  # a dependency skip: fails the run under CI
+            pytest.skip("no Chromium (sudo apt-get install -y chromium)")
     tmp = tmp_path_factory.mktemp(f"openenv-{request.param}")
     spec = tmp / "env.yaml"
     spec.write_text(SPECS[request.param])
-    token_file = tmp / "tokens"
-    token_file.write_text(f"# the tests' token\n{TOKEN}\n")
-    served = Server(spec, token_file)
+    served = Server(spec, token_file(tmp), max_sessions=MAX_SESSIONS)
     served.family = request.param
     yield served
     served.stop()
@@ -126,6 +90,8 @@ def server(request, tmp_path_factory):
 def first_action(state: UnirenderState) -> UnirenderAction:
     if state.family == "ai2thor":
         return UnirenderAction(action={"action": "RotateLeft"})
+    if state.family == "webgl":
+        return UnirenderAction(action="right")
     spec = state.action_spec
     return UnirenderAction(
         continuous_actions=[0.5] * spec["continuous_size"],
@@ -144,7 +110,7 @@ def test_reset_steps_with_images_and_state(server):
         assert obs.visual_observations and len(obs.visual_observations) == len(obs.visual_observation_names)
         state = env.state()
         assert state.family == server.family and state.episode_id == "ep-1" and state.step_count == 0
-        assert state.declaration["executable"] == "builtin" and state.player["pid"] > 0
+        assert state.declaration["executable"] in ("builtin", str(WEBGL_GAME)) and state.player["pid"] > 0
         assert state.action_spec and state.observation_spec
         if server.family == "ai2thor":
             assert obs.visual_observation_names == ["rgb", "depth"]
@@ -152,6 +118,11 @@ def test_reset_steps_with_images_and_state(server):
             assert rgb.shape == (48, 64, 3) and depth.shape == (48, 64) and depth.dtype == np.uint16
             assert rgb.std() > 0  # a rendered scene, not a flat colour
             assert state.action_spec["kind"] == "named" and "RotateLeft" in state.action_spec["actions"]
+        elif server.family == "webgl":
+            assert obs.visual_observation_names == ["rgb"]
+            assert png_pixels(obs.visual_observations[0]).shape == (40, 48, 3)  # the canvas
+            assert state.action_spec["actions"][:3] == ["noop", "left", "right"]
+            start = obs.info["emitted"]["position"][0]  # what the game emits is the metadata
         else:
             assert obs.behavior_name and len(obs.vector_observations) > 0
             frame = png_pixels(obs.visual_observations[0])
@@ -169,6 +140,9 @@ def test_reset_steps_with_images_and_state(server):
         if server.family == "ai2thor":
             assert result.observation.info["lastActionSuccess"] is True
             assert result.observation.visual_observations[0] != before  # the view turned
+        if server.family == "webgl":
+            assert result.observation.info["emitted"]["position"][0] > start  # the square moved right
+            assert result.observation.info["messages"] and result.observation.visual_observations[0] != before
 
         # raw arrays: the exact pixels, with dtype and shape
         result = env.reset(include_visual=True, image_format="array")
@@ -200,6 +174,9 @@ def test_a_bad_action_is_a_clear_error_and_the_session_stays_usable(server):
         if server.family == "ai2thor":
             bad = UnirenderAction(action={"action": "Fly"})
             expected = "unknown action 'Fly'"
+        elif server.family == "webgl":
+            bad = UnirenderAction(action="rigth")
+            expected = "did you mean 'right'"
         else:
             bad = UnirenderAction(continuous_actions=[0.0] * (state.action_spec["continuous_size"] + 3))
             expected = "continuous_actions"
@@ -232,6 +209,7 @@ def test_two_sessions_run_side_by_side_and_a_killed_player_fails_only_its_own(se
         one.step(action)
 
 
+@SERVER_CASES
 def test_sessions_past_the_limit_are_refused_clearly(server):
     clients = [server.client() for _ in range(MAX_SESSIONS)]
     try:
@@ -257,6 +235,7 @@ def test_sessions_past_the_limit_are_refused_clearly(server):
         again.reset()
 
 
+@SERVER_CASES
 def test_a_request_without_the_token_is_refused(server):
     import requests
 

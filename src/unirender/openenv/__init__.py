@@ -1,6 +1,6 @@
 """OpenEnv servers for unirender environments (the ``openenv`` extra): ``unirender openenv serve SPEC`` serves the
-declared environment (AI2-THOR or ML-Agents; any session backend) to OpenEnv clients over OpenEnv's own
-``create_app``, one player per WebSocket session. See docs/openenv.md.
+declared environment (AI2-THOR, ML-Agents or a WebGL build; any session backend) to OpenEnv clients over
+OpenEnv's own ``create_app``, one player per WebSocket session. See docs/openenv.md.
 
 The models load on first use: importing this package (as the CLI does to register ``openenv serve``) must not
 load openenv-core, whose server module pulls in gradio and pandas (seconds of CPU on every ``unirender`` call)."""

@@ -201,7 +201,10 @@ def serve(
                 f"unirender openenv: serving {served.family} environment {served.env_id!r} on "
                 f"http://{shown}:{bound} (WebSocket /ws, at most {served.max_sessions} sessions)"
             )
-            config = uvicorn.Config(app, log_level="warning", lifespan="on")
+            # No permessage-deflate: every observation's images are already compressed (PNG, JPEG) or raw
+            # arrays whose base64 deflates poorly, and deflating them cost more than anything else the server
+            # did per step (benchmarks/README.md, "OpenEnv"); a client that asks for it gets plain frames.
+            config = uvicorn.Config(app, log_level="warning", lifespan="on", ws_per_message_deflate=False)
             uvicorn.Server(config).run(sockets=[sock])
         finally:
             sock.close()

@@ -25,11 +25,12 @@ from typing import Any
 
 import numpy as np
 
-from unirender.simulator import AI2THOR, MLAGENTS, load_registered
+from unirender.simulator import AI2THOR, MLAGENTS, WEBGL, load_registered
 
 OPENENV_FAMILIES: dict[str, str] = {
     AI2THOR: "unirender.openenv.ai2thor:AI2ThorAdapter",
     MLAGENTS: "unirender.openenv.mlagents:MLAgentsAdapter",
+    WEBGL: "unirender.openenv.webgl:WebGLAdapter",
 }
 
 

@@ -71,9 +71,15 @@ class MLAgentsAdapter:
 
     @staticmethod
     def declare(environment: Any, document: Mapping[str, Any]) -> tuple[dict, list[str]]:
-        """Controller kwargs from the environment model; the game's sensors are what it declares (no modalities
-        to choose)."""
-        return environment.controller_kwargs(), []
+        """Controller kwargs from the environment model, with its ``environment_parameters`` (samplers drawn as
+        episode 0's, as the gym env and the service's sessions draw them) applied at launch; the game's sensors
+        are what it declares (no modalities to choose)."""
+        from unirender.spec.mlagents import resolve_parameters
+
+        kwargs = environment.controller_kwargs()
+        if environment.environment_parameters:
+            kwargs["environment_parameters"] = resolve_parameters(environment.environment_parameters, 0)
+        return kwargs, []
 
     @staticmethod
     def launch_overrides(seed: int | None) -> dict:

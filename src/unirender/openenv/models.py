@@ -3,7 +3,7 @@
 Field names follow OpenEnv's own Unity environment (``envs/unity_env/models.py`` in OpenEnv's repository:
 ``UnityAction``, ``UnityObservation``, ``UnityState``) where a field means the same thing, so a client written for
 it can be pointed at ``unirender openenv serve`` (what differs: ``docs/openenv.md``). AI2-THOR's action is its
-action dict, in ``action``.
+action dict, in ``action``; a WebGL build's is a declared action's name, in ``action``.
 """
 
 from __future__ import annotations
@@ -22,14 +22,16 @@ IMAGE_FORMATS: tuple[str, ...] = ("png", "jpeg", "array")
 class UnirenderAction(Action):
     """One step's action.
 
-    AI2-THOR: ``action`` is the action dict (``{"action": "MoveAhead", "moveMagnitude": 0.25}``). ML-Agents (as
+    AI2-THOR: ``action`` is the action dict (``{"action": "MoveAhead", "moveMagnitude": 0.25}``). WebGL: ``action``
+    is a declared action's name (``"left"``; ``noop`` when left out). ML-Agents (as
     OpenEnv's ``UnityAction``): ``continuous_actions`` and/or ``discrete_actions``, a flat list given to every
     decision agent of ``behavior_name`` (the game's first behavior when left out), or one list per agent; a part
     left out is zeros.
     """
 
-    action: dict[str, Any] | None = Field(
-        default=None, description="AI2-THOR: the action dict, e.g. {'action': 'MoveAhead'}"
+    action: dict[str, Any] | str | None = Field(
+        default=None,
+        description="AI2-THOR: the action dict, e.g. {'action': 'MoveAhead'}; WebGL: a declared action's name",
     )
     discrete_actions: list[int] | list[list[int]] | None = Field(
         default=None, description="ML-Agents: one index per discrete branch (or one such list per agent)"
