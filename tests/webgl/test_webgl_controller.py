@@ -147,6 +147,21 @@ def test_a_gzip_build_boots(browser_binary, game_copy, tmp_path):
         assert tuple(c.reset().frame[50, 60]) == SQUARE
 
 
+def test_a_brotli_build_boots(browser_binary, game_copy, tmp_path):
+    # Unity's default compression for a release build: the server sends "Content-Encoding: br" and Chromium
+    # decodes it (it offers br to http://127.0.0.1, a potentially trustworthy origin, without HTTPS).
+    brotli = pytest.importorskip("brotli")
+    for part in ("framework.js", "wasm", "data"):
+        path = game_copy / "Build" / f"game.{part}"
+        path.with_name(path.name + ".br").write_bytes(brotli.compress(path.read_bytes()))
+        path.unlink()
+    with WebGLController(game_copy, 120, 100, actions=ACTIONS, log_dir=tmp_path) as c:
+        assert c.build.code == "Build/game.wasm.br" and c.build.compression == "br"
+        first = c.reset().frame
+        assert tuple(first[50, 60]) == SQUARE
+        assert _left_edge(c.step("right").frame) == _left_edge(first) + 3  # stepped: the held key moved it
+
+
 def test_a_wrongly_encoded_build_fails_with_the_browsers_reason(browser_binary, game_copy, tmp_path):
     # A ".br" wasm that is not brotli: nothing to check on disk (brotli has no magic number); the browser
     # refuses to decode it and the loader rejects.
