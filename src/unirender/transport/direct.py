@@ -31,7 +31,6 @@ from unirender.errors import PlayerError
 from unirender.protocol import Payload, ProtocolError
 from unirender.protocol.errors import FrameTooLargeError, HttpFramingError, LengthRequiredError
 from unirender.protocol.http import HttpRequest, RequestReader, build_response
-from unirender.protocol.multipart import form_payload_parts, parse_form
 from unirender.protocol.pool import BufferPool
 from unirender.protocol.state import encode_json_action
 from unirender.transport.base import WATCH_PERIOD_S, Transport, deadline_after
@@ -42,6 +41,7 @@ from unirender.transport.hub import (
     count_parts,
     error_body,
     form_delimiter,
+    train_form,
 )
 from unirender.transport.serving import ConnectionPolicy
 from unirender.transport.wsgi import wsgi_player_env
@@ -288,13 +288,11 @@ class DirectWsgiTransport(Transport):
             return self._bad(connection, "400 Bad Request", f"/train form has more than {MAX_FORM_PARTS} parts",
                              None)  # fmt: skip
         part_sizes = dict(self.part_sizes) if claims_ours else {}
-        token = None
         try:
-            fields, files = parse_form(content_type, body, part_sizes=part_sizes)
-            token = (fields.get("token") or [None])[0]
-            metadata, files, token = form_payload_parts(fields, files)  # metadata decoded when read
+            metadata, files, token = train_form(content_type, body, part_sizes)
         except ProtocolError as exc:
-            return self._bad(connection, "400 Bad Request", f"bad /train form: {exc}", token, exc)
+            return self._bad(connection, "400 Bad Request", f"bad /train form: {exc}", getattr(exc, "token", None),
+                             exc)
         if not (self.accept_any_token or token == self.client_token):
             self.rejected_tokens += 1
             log.warning("rejected POST /train with an unknown client token")

@@ -205,13 +205,11 @@ class PlayerHub:
             return self._bad(environ, start_response, "400 Bad Request",
                              f"/train form has more than {MAX_FORM_PARTS} parts", None)
         part_sizes = dict(claimed.part_sizes) if claimed is not None else {}
-        token = None
         try:
-            fields, files = parse_form(content_type, body, part_sizes=part_sizes)
-            token = (fields.get("token") or [None])[0]
-            metadata, files, token = form_payload_parts(fields, files)  # metadata decoded when read
+            metadata, files, token = train_form(content_type, body, part_sizes)
         except ProtocolError as exc:
-            return self._bad(environ, start_response, "400 Bad Request", f"bad /train form: {exc}", token, exc)
+            return self._bad(environ, start_response, "400 Bad Request", f"bad /train form: {exc}",
+                             getattr(exc, "token", None), exc)
         channel = self._channel_for(token)
         if channel is None and owner is not None and owner.accept_any_token:
             channel = owner
@@ -259,6 +257,20 @@ def form_delimiter(content_type: str | None) -> bytes | None:
         return None
     boundary = parse_options_header(content_type)[1].get("boundary")
     return b"\r\n--" + boundary.encode("latin-1") if boundary else None
+
+
+def train_form(content_type: str | None, body, part_sizes: dict) -> tuple:
+    """A player's ``/train`` form -> ``(metadata, files, token)`` (the metadata decoded when read). A form that
+    cannot be parsed raises its ``ProtocolError`` with the form's ``token`` attached (None if it was not reached),
+    for the answer that names it (the hub and the direct transport both answer a bad form this way)."""
+    token = None
+    try:
+        fields, files = parse_form(content_type, body, part_sizes=part_sizes)
+        token = (fields.get("token") or [None])[0]
+        return form_payload_parts(fields, files)
+    except ProtocolError as exc:
+        exc.token = token
+        raise
 
 
 def count_parts(body, delimiter: bytes | None) -> int:

@@ -33,7 +33,7 @@ import numpy as np
 from unirender.errors import ActionError, PlayerTimeoutError
 from unirender.protocol.event import THIRD_PARTY_FRAME_FIELDS, Event
 from unirender.webgl.actions import Input
-from unirender.webgl.controller import WebGLController, build_folder
+from unirender.webgl.controller import WebGLController, build_folder, reset_once
 
 AGENT, SCENE_MANAGER = "FPSController", "PhysicsSceneManager"
 LOADED, METADATA, IMAGE, UNITY_EVENT = "ai2thor_loaded", "ai2thor_metadata", "ai2thor_image", "ai2thor_event"
@@ -225,9 +225,4 @@ def launch(executable: str | os.PathLike | None = None, width: int = 300, height
                                         depth_format=depth_format,
                                         gpu_device=gpu_device, max_restarts=max_restarts, log_dir=log_dir,
                                         **options)  # fmt: skip
-    try:
-        controller.reset()
-    except BaseException:
-        controller.stop()
-        raise
-    return controller
+    return reset_once(controller)

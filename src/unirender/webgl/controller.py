@@ -44,7 +44,12 @@ def launch(executable: str | os.PathLike | None = None, **kwargs: Any) -> WebGLC
     build = kwargs.pop("build", None) or executable
     if build is None:
         raise ValueError("a webgl session needs the build folder (environment.executable)")
-    controller = WebGLController(build_folder(build), **kwargs)
+    return reset_once(WebGLController(build_folder(build), **kwargs))
+
+
+def reset_once(controller: WebGLController) -> WebGLController:
+    """A launched controller reset once, so its session has a first event as the other families' sessions do;
+    stopped if that fails (the launchers of this module and ``webgl.ai2thor``)."""
     try:
         controller.reset()
     except BaseException:
