@@ -108,6 +108,8 @@ def action_rows(kind: str, rows: Any) -> Any:
         return rows  # the service checks it (a list, or an array it refuses with the same words)
     if kind == "continuous":
         return array.astype(np.float32, copy=False)
+    if array.dtype == np.int32:
+        return array
     if array.size and (array.min() < _INT32.min or array.max() > _INT32.max):
         return array  # out of int32's range: sent as it is, refused by the service for its branch
     return array.astype(np.int32, copy=False)
