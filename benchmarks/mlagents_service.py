@@ -17,6 +17,9 @@ Per size: client CPU per step (``time.process_time`` of the client's process), b
 float32 vectors of the decision agents) for the bytes ratio.
 
     .venv/bin/python benchmarks/mlagents_service.py [--sizes 84 512] [--steps N] [--rounds R] [--baseline-src DIR]
+
+Last, per size, the floor under any socket transport: a bare loopback read of as many bytes (one 1-byte request,
+a fresh buffer, no HTTP), the kernel's copy and the syscalls.
 """
 
 from __future__ import annotations
@@ -95,6 +98,49 @@ def run(session, client, steps: int, rng) -> dict:
     return {"steps/s": steps / wall, "cpu_ms": 1000 * cpu / steps, "wire": client.wire / steps, "raw": raw / steps}
 
 
+_SENDER = """
+import socket, sys
+blob = b"x" * int(sys.argv[1])
+listener = socket.create_server(("127.0.0.1", 0))
+print(listener.getsockname()[1], flush=True)
+conn, _ = listener.accept()
+conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+while conn.recv(1):
+    conn.sendall(blob)
+"""
+
+
+def socket_floor(nbytes: int, steps: int, rounds: int) -> float:
+    """The floor under any client of a socket transport: CPU ms for one 1-byte request and a read of ``nbytes``
+    over loopback TCP into a fresh buffer (the kernel's copy and the syscalls, no HTTP, no Python beyond the
+    loop), best of ``rounds``."""
+    import socket
+
+    sender = subprocess.Popen([sys.executable, "-c", _SENDER, str(nbytes)], stdout=subprocess.PIPE, text=True)
+    try:
+        with socket.create_connection(("127.0.0.1", int(sender.stdout.readline()))) as sock:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+            def read() -> None:
+                sock.sendall(b"g")
+                view, got = memoryview(bytearray(nbytes)), 0
+                while got < nbytes:
+                    got += sock.recv_into(view[got:])
+
+            for _ in range(WARMUP):
+                read()
+            best = float("inf")
+            for _ in range(rounds):
+                cpu = time.process_time()
+                for _ in range(steps):
+                    read()
+                best = min(best, 1000 * (time.process_time() - cpu) / steps)
+            return best
+    finally:
+        sender.kill()
+        sender.wait()
+
+
 def worker(url: str, size: int, body: str) -> None:
     """One client process: a session of the reference game; ``run STEPS SEED`` on stdin -> one JSON result line;
     end of input stops the session."""
@@ -130,7 +176,7 @@ def main() -> None:
         worker(url, int(size), body)
         return
     trees = [("", ROOT / "src")] + ([(" (baseline)", args.baseline_src)] if args.baseline_src else [])
-    rows = []
+    rows, floors = [], []
     with tempfile.TemporaryDirectory() as tmp:
         process, url = serve(Path(tmp), max(args.sizes) ** 2)
         try:
@@ -163,6 +209,8 @@ def main() -> None:
                             w.kill()
                             w.wait()
                 rows += [(size, name, result) for name, result in best.items()]
+                wire = best["batched"]["wire"]
+                floors.append((size, wire, socket_floor(int(wire), args.steps, args.rounds)))
         finally:
             process.terminate(grace=10)
     print("| size | body (client) | client CPU ms/step | steps/s | wire bytes/step | raw sensor bytes/step | wire/raw |")
@@ -170,6 +218,11 @@ def main() -> None:
     for size, name, r in rows:
         print(f"| {size}² | {name} | {r['cpu_ms']:.3f} | {r['steps/s']:.1f} | {r['wire']:.0f} | {r['raw']:.0f} | "
               f"{r['wire'] / r['raw']:.3f} |")
+    print()
+    print("| size | bare loopback read of the batched step's bytes (no HTTP): client CPU ms/read |")
+    print("|---|---|")
+    for size, wire, floor in floors:
+        print(f"| {size}² ({wire:.0f} bytes) | {floor:.3f} |")
 
 
 if __name__ == "__main__":
