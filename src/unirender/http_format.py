@@ -494,6 +494,9 @@ _EVENTS_HEAD = b"\x81\xa6events"  # a one-entry map whose key is "events"
 _FRAME_DESCRIPTIONS = msgspec.msgpack.Decoder(dict[str, _RawFrame])
 _BYTES = msgspec.msgpack.Decoder(memoryview)
 _BIN = (0xC4, 0xC5, 0xC6)  # msgpack bin 8/16/32
+# The eager decode's arrays smaller than this are copied out of the body: a small array kept (a vector observation
+# in a replay buffer) must not pin a 1.5 MiB body; a camera's frames, most of the body, stay views.
+_VIEW_AT_LEAST = 64 * 1024
 
 
 def _unpack_lazy(body: bytes) -> dict:
@@ -506,9 +509,9 @@ def _unpack_lazy(body: bytes) -> dict:
 
 
 def _unpack_eager(body: bytes) -> dict:
-    """A msgpack response document with its metadata decoded and its frames' data left in the body (memoryviews:
-    ``msgpack.unpackb`` would copy every frame into a ``bytes`` of its own, 1.5 MiB a step for two 512x512
-    cameras)."""
+    """A msgpack response document with its metadata decoded and its large frames' data left in the body
+    (memoryviews: ``msgpack.unpackb`` would copy every frame into a ``bytes`` of its own, 1.5 MiB a step for two
+    512x512 cameras); arrays under 64 KiB are copied, so that keeping one does not keep the whole body."""
     try:
         return _lazy_document(body, lazy_metadata=False)
     except (msgspec.MsgspecError, ValueError, TypeError, IndexError):
@@ -555,8 +558,9 @@ def _lazy_entries(entries: dict[str, msgspec.Raw], lazy_metadata: bool = True) -
             metadata = RawMetadata(_BYTES.decode(view), JSON_TEXT)  # a view into the body, not a copy
             doc["metadata"] = metadata if lazy_metadata else metadata.decode()["agents"][0]
         elif key == "frames" and _is_map(view[0]):
-            doc[key] = {name: {"shape": f.shape, "dtype": f.dtype, "data": f.data, "flip": f.flip,
-                               "stored_shape": f.stored_shape} for name, f in _FRAME_DESCRIPTIONS.decode(view).items()}
+            doc[key] = {name: {"shape": f.shape, "dtype": f.dtype, "flip": f.flip, "stored_shape": f.stored_shape,
+                               "data": f.data if lazy_metadata or f.data.nbytes >= _VIEW_AT_LEAST else bytes(f.data)}
+                        for name, f in _FRAME_DESCRIPTIONS.decode(view).items()}  # fmt: skip
         elif key == "events" and _is_array(view[0]):
             doc[key] = [_lazy_document(event, lazy_metadata) if _is_map(memoryview(event)[0]) else
                         msgpack.unpackb(event, raw=False, strict_map_key=False) for event in _EVENT_LIST.decode(view)]

@@ -73,7 +73,7 @@ def test_the_batched_body_round_trips_a_game_s_events():
             assert doc["metadata"]["behaviors"][BEHAVIOR]["sensors"] == ["VectorSensor_size8"]
             remote = event_from_document(decoded(doc))
             assert remote.decision_steps[BEHAVIOR].sensor_names == ["VectorSensor_size8"]
-            assert not remote.decision_steps[BEHAVIOR].agent_id.flags.writeable  # a view of the body: no copy
+            assert not remote.decision_steps[BEHAVIOR].agent_id.flags.writeable  # read-only, as the body is
             with pytest.raises(ApiError) as info:
                 batched_document(event, 6, specs, RecordSpec(), ["CameraSenser"], layouts)
             assert info.value.status == 400 and info.value.code == "unknown_modality"

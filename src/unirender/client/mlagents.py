@@ -144,7 +144,7 @@ def event_from_document(doc: Mapping[str, Any], description: Mapping[str, Any] |
 
 def event_from_batched(doc: Mapping[str, Any]) -> MLAgentsEvent:
     """The batched body (``Unirender-Body: batched``: ``mlagents_sessions.batched_document``) -> the core
-    :class:`MLAgentsEvent`: its arrays taken as they came (read-only views of the response body, no copy), the
+    :class:`MLAgentsEvent`: its arrays taken as they came (read-only; the cameras views of the response body), the
     sensors' order and layouts from its metadata (no description needed)."""
     frames = doc.get("frames") or {}
     decision, terminal = {}, {}
