@@ -146,6 +146,26 @@ def test_lazy_msgpack_documents_decode_metadata_on_first_read(frames, many, pack
 
 
 
+@pytest.mark.parametrize("many", [False, True])
+def test_eager_msgpack_frames_are_read_only_views_of_the_body(many):
+    """An eagerly decoded document (the ML-Agents client's) still leaves its large frames in the response body: no
+    copy per frame (1.5 MiB a step at 512x512), read-only as the body is; a small array (a vector observation)
+    is its own copy, so keeping it does not keep the body."""
+    frames = {"CameraSensor": (np.arange(2 * 128 * 128 * 3) % 251).astype(np.uint8).reshape(2, 128, 128, 3),
+              "obs": np.linspace(0, 1, 16, dtype=np.float32).reshape(2, 8)}
+    doc = {"metadata": {"batched": True, "behaviors": {"b": {"sensors": ["obs"]}}}, "frames": frames}
+    content_type, body = http_format.encode_document({"events": [doc, doc]} if many else doc, http_format.MSGPACK)
+    body = bytes(body)
+    whole = np.frombuffer(body, np.uint8)
+    out = http_format.decode_document(content_type, body)
+    for event in out["events"] if many else [out]:
+        assert event["metadata"] == doc["metadata"]
+        for name, array in frames.items():
+            got = event["frames"][name]
+            assert np.array_equal(got, array) and not got.flags.writeable
+            assert np.shares_memory(got, whole) == (name == "CameraSensor")
+
+
 @pytest.mark.parametrize("body", [b"", b"\x92\x01\x02", b"\x81\xa8metadata\x81", b"\x80\x00", b"\xc1",
                                   b"\x81\xa6events\x92\x80", b"\x81\xa6events\x91\x81\xa6frames"])
 def test_bad_lazy_msgpack_bodies_raise_wire_error(body):

@@ -54,6 +54,7 @@ class HttpConnection:
         self.host_header = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         self._sock: socket.socket | None = None
         self._reader: io.BufferedReader | None = None
+        self._poller: select.poll | None = None  # the socket registered for POLLIN (_dropped)
         self.generation = 0  # the owner's mark (unirender.client: which close() it has seen)
 
     @property
@@ -75,13 +76,13 @@ class HttpConnection:
             pass
         self._sock = sock
         self._reader = io.BufferedReader(socket.SocketIO(sock, "rb"), _READ_BUFFER)
+        self._poller = select.poll()  # not select(): it refuses descriptors above 1023, common in a busy process
+        self._poller.register(sock, select.POLLIN)
 
     def _dropped(self) -> bool:
         """An idle keep-alive connection the server closed (or that has unread bytes): not to be reused."""
-        poller = select.poll()  # not select(): it refuses descriptors above 1023, common in a busy process
-        poller.register(self._sock, select.POLLIN)
         try:
-            return bool(poller.poll(0))  # readable (EOF or stray bytes), hung up or in error
+            return bool(self._poller.poll(0))  # readable (EOF or stray bytes), hung up or in error
         except OSError:
             return True
 
@@ -179,6 +180,7 @@ class HttpConnection:
     def close(self) -> None:
         sock, self._sock = self._sock, None
         reader, self._reader = self._reader, None
+        self._poller = None
         if reader is not None:
             try:
                 reader.close()  # closes its SocketIO, which holds a reference that keeps the socket open

@@ -419,10 +419,7 @@ def decode_document(content_type: str | None, body: bytes, *, lazy_metadata: boo
     mime, options = parse_options_header(content_type)
     if mime == MSGPACK:
         try:
-            if lazy_metadata:
-                doc = _unpack_lazy(body)
-            else:
-                doc = _metadata_from_json(msgpack.unpackb(body, raw=False, strict_map_key=False))
+            doc = _unpack_lazy(body) if lazy_metadata else _unpack_eager(body)
         except WireError:
             raise
         except Exception as exc:
@@ -497,6 +494,9 @@ _EVENTS_HEAD = b"\x81\xa6events"  # a one-entry map whose key is "events"
 _FRAME_DESCRIPTIONS = msgspec.msgpack.Decoder(dict[str, _RawFrame])
 _BYTES = msgspec.msgpack.Decoder(memoryview)
 _BIN = (0xC4, 0xC5, 0xC6)  # msgpack bin 8/16/32
+# The eager decode's arrays smaller than this are copied out of the body: a small array kept (a vector observation
+# in a replay buffer) must not pin a 1.5 MiB body; a camera's frames, most of the body, stay views.
+_VIEW_AT_LEAST = 64 * 1024
 
 
 def _unpack_lazy(body: bytes) -> dict:
@@ -506,6 +506,16 @@ def _unpack_lazy(body: bytes) -> dict:
         return _lazy_document(body)
     except (msgspec.MsgspecError, ValueError, TypeError, IndexError):
         return _unpack_lazy_generic(body)
+
+
+def _unpack_eager(body: bytes) -> dict:
+    """A msgpack response document with its metadata decoded and its large frames' data left in the body
+    (memoryviews: ``msgpack.unpackb`` would copy every frame into a ``bytes`` of its own, 1.5 MiB a step for two
+    512x512 cameras); arrays under 64 KiB are copied, so that keeping one does not keep the whole body."""
+    try:
+        return _lazy_document(body, lazy_metadata=False)
+    except (msgspec.MsgspecError, ValueError, TypeError, IndexError):
+        return _metadata_from_json(msgpack.unpackb(body, raw=False, strict_map_key=False))
 
 
 def _metadata_from_json(doc):
@@ -522,34 +532,37 @@ def _metadata_from_json(doc):
     return doc
 
 
-def _lazy_document(raw) -> dict:
+def _lazy_document(raw, lazy_metadata: bool = True) -> dict:
     if bytes(raw[: len(_EVENTS_HEAD)]) == _EVENTS_HEAD:
         try:
             events = _EVENTS_DOCUMENT.decode(raw).events
         except msgspec.ValidationError:  # an item that is not a map: the general path below
             pass
         else:
-            return {"events": [_lazy_entries(event) for event in events]}
-    return _lazy_entries(_TOP_LEVEL.decode(raw))
+            return {"events": [_lazy_entries(event, lazy_metadata) for event in events]}
+    return _lazy_entries(_TOP_LEVEL.decode(raw), lazy_metadata)
 
 
-def _lazy_entries(entries: dict[str, msgspec.Raw]) -> dict:
-    """One document's entries (Raw values) -> the lazy document."""
+def _lazy_entries(entries: dict[str, msgspec.Raw], lazy_metadata: bool = True) -> dict:
+    """One document's entries (Raw values) -> the document, its frames' data views into the body; its metadata
+    left undecoded (``lazy_metadata``) or decoded."""
     from unirender.protocol.metadata import JSON as JSON_TEXT
     from unirender.protocol.metadata import RawMetadata, one_agent_document
 
     doc = {}
     for key, value in entries.items():
         view = memoryview(value)
-        if key == "metadata" and _is_map(view[0]):
+        if key == "metadata" and _is_map(view[0]) and lazy_metadata:
             doc[key] = one_agent_document(view)
         elif key == METADATA_JSON and view[0] in _BIN:
-            doc["metadata"] = RawMetadata(_BYTES.decode(view), JSON_TEXT)  # a view into the body, not a copy
+            metadata = RawMetadata(_BYTES.decode(view), JSON_TEXT)  # a view into the body, not a copy
+            doc["metadata"] = metadata if lazy_metadata else metadata.decode()["agents"][0]
         elif key == "frames" and _is_map(view[0]):
-            doc[key] = {name: {"shape": f.shape, "dtype": f.dtype, "data": f.data, "flip": f.flip,
-                               "stored_shape": f.stored_shape} for name, f in _FRAME_DESCRIPTIONS.decode(view).items()}
+            doc[key] = {name: {"shape": f.shape, "dtype": f.dtype, "flip": f.flip, "stored_shape": f.stored_shape,
+                               "data": f.data if lazy_metadata or f.data.nbytes >= _VIEW_AT_LEAST else bytes(f.data)}
+                        for name, f in _FRAME_DESCRIPTIONS.decode(view).items()}  # fmt: skip
         elif key == "events" and _is_array(view[0]):
-            doc[key] = [_lazy_document(event) if _is_map(memoryview(event)[0]) else
+            doc[key] = [_lazy_document(event, lazy_metadata) if _is_map(memoryview(event)[0]) else
                         msgpack.unpackb(event, raw=False, strict_map_key=False) for event in _EVENT_LIST.decode(view)]
         else:
             doc[key] = msgpack.unpackb(view, raw=False, strict_map_key=False)

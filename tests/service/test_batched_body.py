@@ -56,6 +56,9 @@ def test_the_batched_body_round_trips_a_game_s_events():
                         assert np.array_equal(camera, theirs.frames["CameraSensor"])
                         for a, b in zip(mine.obs, theirs.obs, strict=True):  # every agent's own: terminal too
                             assert a.dtype == b.dtype == np.float32 and a.shape == b.shape and np.array_equal(a, b)
+                        masks = [getattr(steps, "action_mask", None) for steps in (mine, theirs)]
+                        assert (masks[0] is None) == (masks[1] is None)  # one (n, branch) mask per branch
+                        assert all(np.array_equal(a, b) for a, b in zip(*masks, strict=True)) if masks[0] else True
                     ended += len(event.terminal_steps[BEHAVIOR])
                     terminal = remote.terminal_steps[BEHAVIOR]
                     assert terminal.interrupted.tolist() == event.terminal_steps[BEHAVIOR].interrupted.tolist()
@@ -70,7 +73,7 @@ def test_the_batched_body_round_trips_a_game_s_events():
             assert doc["metadata"]["behaviors"][BEHAVIOR]["sensors"] == ["VectorSensor_size8"]
             remote = event_from_document(decoded(doc))
             assert remote.decision_steps[BEHAVIOR].sensor_names == ["VectorSensor_size8"]
-            assert not remote.decision_steps[BEHAVIOR].agent_id.flags.writeable  # a view of the body: no copy
+            assert not remote.decision_steps[BEHAVIOR].agent_id.flags.writeable  # read-only, as the body is
             with pytest.raises(ApiError) as info:
                 batched_document(event, 6, specs, RecordSpec(), ["CameraSenser"], layouts)
             assert info.value.status == 400 and info.value.code == "unknown_modality"

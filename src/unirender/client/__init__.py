@@ -179,8 +179,11 @@ class Client:
             raise requests.ConnectionError(exc) from exc
         resp = requests.Response()
         resp.status_code, resp.reason = head.status, head.reason
-        # A repeated header's values joined (ResponseHead.get), as urllib3 gave them.
-        resp.headers = CaseInsensitiveDict({name: head.get(name) for name, _ in head.headers})
+        # A repeated header's values joined (as ResponseHead.get does), as urllib3 gave them; one pass.
+        resp.headers = fields = CaseInsensitiveDict()
+        for name, value in head.headers:
+            prior = fields.get(name)
+            fields[name] = value if prior is None else f"{prior}, {value}"
         resp.url = self.url + url[len(self._prefix):]
         resp._content, resp._content_consumed = content, True
         return resp

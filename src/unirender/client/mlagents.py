@@ -20,6 +20,7 @@ What an event document carries, and so what a remote event has (docs/mlagents.md
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -107,6 +108,8 @@ def action_rows(kind: str, rows: Any) -> Any:
         return rows  # the service checks it (a list, or an array it refuses with the same words)
     if kind == "continuous":
         return array.astype(np.float32, copy=False)
+    if array.dtype == np.int32:
+        return array
     if array.size and (array.min() < _INT32.min or array.max() > _INT32.max):
         return array  # out of int32's range: sent as it is, refused by the service for its branch
     return array.astype(np.int32, copy=False)
@@ -141,7 +144,7 @@ def event_from_document(doc: Mapping[str, Any], description: Mapping[str, Any] |
 
 def event_from_batched(doc: Mapping[str, Any]) -> MLAgentsEvent:
     """The batched body (``Unirender-Body: batched``: ``mlagents_sessions.batched_document``) -> the core
-    :class:`MLAgentsEvent`: its arrays taken as they came (read-only views of the response body, no copy), the
+    :class:`MLAgentsEvent`: its arrays taken as they came (read-only; the cameras views of the response body), the
     sensors' order and layouts from its metadata (no description needed)."""
     frames = doc.get("frames") or {}
     decision, terminal = {}, {}
@@ -150,23 +153,39 @@ def event_from_batched(doc: Mapping[str, Any]) -> MLAgentsEvent:
         layouts, branches = behavior.get("layouts") or {}, behavior.get("action_branches") or []
         for kind, out in (("decision", decision), ("terminal", terminal)):
             at = f"{name}/{kind}/"
-            if at + "agent_id" not in frames:  # no agent of this kind, not sent: empty arrays shaped as the other's
+            if at + "agent_id" in frames:
+                arrays = {key: frames[at + key] for key in ("agent_id", "reward", *sensors)}
+                fields: dict[str, Any] = {"group_id": frames.get(at + "group_id"),
+                                          "group_reward": frames.get(at + "group_reward")}
+                if kind == "terminal":
+                    fields["interrupted"] = frames[at + "interrupted"]
+                elif at + "action_mask" in frames:
+                    fields["action_mask"] = _split_branches(frames[at + "action_mask"], branches)
+            else:  # no agent of this kind, not sent: empty arrays shaped as the decision steps' (no group)
                 other = f"{name}/decision/"
-                frames = {**frames, **{at + key: np.zeros((0, *np.shape(frames[other + key])[1:]),
-                                                          np.asarray(frames[other + key]).dtype)
-                                       for key in ("agent_id", "reward", *sensors)},
-                          at + "interrupted": np.zeros(0, bool)}  # fmt: skip
-            arrays = ArraySensors({s: frames[at + s] for s in sensors if s in cameras},
-                                  {s: frames[at + s] for s in sensors if s not in cameras}, sensors, layouts)
-            fields: dict[str, Any] = {"group_id": frames.get(at + "group_id"),
-                                      "group_reward": frames.get(at + "group_reward")}
-            if kind == "terminal":
-                fields["interrupted"] = frames[at + "interrupted"]
-            elif at + "action_mask" in frames:
-                fields["action_mask"] = np.split(frames[at + "action_mask"], np.cumsum(branches)[:-1], axis=1)
+                arrays = {key: _none_like(frames[other + key]) for key in ("agent_id", "reward", *sensors)}
+                fields = {"group_id": None, "group_reward": None}
+                if kind == "terminal":
+                    fields["interrupted"] = np.zeros(0, bool)
+            sensor_arrays = ArraySensors({s: arrays[s] for s in sensors if s in cameras},
+                                         {s: arrays[s] for s in sensors if s not in cameras}, sensors, layouts)
             steps_type = DecisionSteps if kind == "decision" else TerminalSteps
-            out[name] = steps_type.from_arrays(frames[at + "agent_id"], frames[at + "reward"], arrays, **fields)
+            out[name] = steps_type.from_arrays(arrays["agent_id"], arrays["reward"], sensor_arrays, **fields)
     return MLAgentsEvent(decision, terminal, metadata=dict(doc["metadata"]))
+
+
+def _none_like(array: Any) -> np.ndarray:
+    """No row of ``array``: ``(0, *its row shape)`` in its dtype."""
+    array = np.asarray(array)
+    return np.zeros((0, *array.shape[1:]), array.dtype)
+
+
+def _split_branches(mask: Any, branches: Sequence[int]) -> list[np.ndarray]:
+    """An ``(n, sum(branches))`` action mask -> one ``(n, branch)`` view per branch (``np.split`` at the branches'
+    ends, without its per-call cost)."""
+    mask = np.asarray(mask)
+    ends = list(itertools.accumulate(branches))[:-1]
+    return [mask[:, start:end] for start, end in zip([0, *ends], [*ends, None], strict=True)]
 
 
 def _sensors_described(description: Mapping[str, Any] | None) -> tuple[dict[str, list[str]], dict, dict]:
