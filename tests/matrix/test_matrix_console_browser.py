@@ -27,6 +27,22 @@ def _steps(url: str, sid: str) -> int:
     return info.json()["steps"]
 
 
+def _session_page(case, tmp_path, browser) -> tuple[str, str]:
+    """A service of ``case`` with a new session of its environment, its console page open (logged in): (url, id)."""
+    from selenium.webdriver.common.by import By
+
+    url = case.service(tmp_path, tokens={"alice": TOKEN})
+    created = requests.post(url + "/v1/sessions", json={"environment": case.environment},
+                            headers={"Authorization": f"Bearer {TOKEN}"}, timeout=180)  # fmt: skip
+    assert created.status_code == 201, created.text
+    sid = created.json()["id"]
+    browser.get(url + "/ui/login")
+    browser.find_element(By.NAME, "token").send_keys(TOKEN)
+    browser.find_element(By.NAME, "token").submit()
+    browser.get(f"{url}/ui/sessions/{sid}")
+    return url, sid
+
+
 def _wait(predicate, timeout: float = 20.0, what: str = "") -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -40,15 +56,7 @@ def test_keys_and_controls_drive_an_mlagents_game(mlagents_case, tmp_path, brows
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    url = mlagents_case.service(tmp_path, tokens={"alice": TOKEN})
-    created = requests.post(url + "/v1/sessions", json={"environment": mlagents_case.environment},
-                            headers={"Authorization": f"Bearer {TOKEN}"}, timeout=180)  # fmt: skip
-    assert created.status_code == 201, created.text
-    sid = created.json()["id"]
-    browser.get(url + "/ui/login")
-    browser.find_element(By.NAME, "token").send_keys(TOKEN)
-    browser.find_element(By.NAME, "token").submit()
-    browser.get(f"{url}/ui/sessions/{sid}")
+    url, sid = _session_page(mlagents_case, tmp_path, browser)
     status = browser.find_element(By.ID, "last-action")
     _wait(lambda: browser.find_element(By.ID, "live").get_attribute("src"), what="the live view's first frame")
 
@@ -77,15 +85,7 @@ def test_declared_keys_and_buttons_drive_a_webgl_game(webgl_case, tmp_path, brow
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    url = webgl_case.service(tmp_path, tokens={"alice": TOKEN})
-    created = requests.post(url + "/v1/sessions", json={"environment": webgl_case.environment},
-                            headers={"Authorization": f"Bearer {TOKEN}"}, timeout=180)  # fmt: skip
-    assert created.status_code == 201, created.text
-    sid = created.json()["id"]
-    browser.get(url + "/ui/login")
-    browser.find_element(By.NAME, "token").send_keys(TOKEN)
-    browser.find_element(By.NAME, "token").submit()
-    browser.get(f"{url}/ui/sessions/{sid}")
+    url, sid = _session_page(webgl_case, tmp_path, browser)
     status = browser.find_element(By.ID, "last-action")
     live = browser.find_element(By.ID, "live")
     _wait(lambda: live.get_attribute("src"), what="the live canvas's first frame")

@@ -10,24 +10,9 @@ import pytest
 from fixtures.webgl import ai2thor_webgl_build
 from unirender.webgl.browser import group_members
 
-ray = pytest.importorskip("ray")
+pytest.importorskip("ray")  # the module-scoped ray_backend fixture: tests/webgl/conftest.py
 
 pytestmark = pytest.mark.ray
-
-
-@pytest.fixture(scope="module")
-def ray_backend():
-    from unirender.cluster import create_backend
-
-    if ray.is_initialized():
-        ray.shutdown()
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, object_store_memory=100 * 2**20)
-    backend = create_backend("ray", start_timeout=120, step_timeout=60)
-    try:
-        yield backend
-    finally:
-        backend.close()
-        ray.shutdown()
 
 
 def test_an_ai2thor_webgl_session_in_a_ray_actor(browser_binary, ray_backend, tmp_path):
