@@ -42,6 +42,19 @@ def _player_logs_in_pytest_tmp(tmp_path_factory):
     os.environ.setdefault("SB3_LOGDIR", str(tmp_path_factory.mktemp("sb3-logs")))
 
 
+@pytest.fixture
+def killed_job_tmp():
+    """A temp folder with a short path (under /tmp), removed after the test: the TMPDIR of a job the test SIGKILLs,
+    whose temp files (its FIFO dir, a browser's profile) only the test can remove. Short because a browser's
+    socket must fit under it: under a pytest tmp_path (too long) webgl.browser.profile_root would fall back to /tmp
+    itself, where a killed job's profile would be left behind."""
+    from pathlib import Path
+
+    path = Path(tempfile.mkdtemp(prefix="ur-killed-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _foreign_x_displays():
     """``UNIRENDER_TEST_FOREIGN_X=1``: run the whole session while two X displays that belong to somebody else

@@ -111,7 +111,7 @@ def test_a_job_whose_game_renders_flat_cameras_fails_fast(mlagents_case, tmp_pat
 
 
 def test_a_job_killed_after_its_first_chunk_resumes_into_the_same_dataset(
-    case, tmp_path, tmp_path_factory, request
+    case, tmp_path, tmp_path_factory, request, killed_job_tmp
 ):
     """``unirender render --backend local|ray`` SIGKILLed (with its players; a Ray driver's actors go with it)
     after its first committed chunk, then run again: it keeps what was committed, renders the rest, and the
@@ -120,9 +120,8 @@ def test_a_job_killed_after_its_first_chunk_resumes_into_the_same_dataset(
     job = small_job(case, tmp_path / "killed", workers=1)
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(job))
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()  # a SIGKILLed job leaves its FIFO dir: keep it in tmp_path
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TMPDIR": str(scratch)}
+    # a SIGKILLed job leaves its FIFO dir and a WebGL browser's profile: in a folder the test removes
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TMPDIR": str(killed_job_tmp)}
     command = ["render", str(path), "--quiet", "--backend", case.backend_kind]
     if case.backend_kind == "ray":  # the matrix's Ray node: the job's actors die with their driver
         command += ["--ray-address", request.getfixturevalue("ray_node").address]

@@ -272,7 +272,8 @@ def test_a_sigkilled_unirender_leaves_no_browser_behind(browser_binary, tmp_path
         if child.poll() is None:
             child.kill()
             child.wait()
-        # A SIGKILLed process cannot remove its browser profile (docs/webgl.md says so): the test does.
+        # A SIGKILLed process cannot remove its browser profile (the next browser started would: docs/webgl.md);
+        # the test does at once.
         import shutil
 
         shutil.rmtree(profile, ignore_errors=True)

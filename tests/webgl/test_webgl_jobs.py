@@ -66,7 +66,7 @@ def test_the_example_renders_frames_metadata_and_videos(browser_binary, tmp_path
     assert all((tmp_path / "out" / v["file"]).stat().st_size > 0 for v in videos)
 
 
-def test_sigkill_and_resume_give_identical_bytes(browser_binary, tmp_path):
+def test_sigkill_and_resume_give_identical_bytes(browser_binary, tmp_path, killed_job_tmp):
     doc = example(tmp_path / "killed", frames_per_step=1)
     doc["episodes"] = [{"name": "long", "actions": ["right", "up", "red", "left", "click", "noop"] * 4}]
     doc["output"].update(frames_per_shard=5, format="png")
@@ -74,7 +74,8 @@ def test_sigkill_and_resume_give_identical_bytes(browser_binary, tmp_path):
     doc["workers"] = 1
     path = tmp_path / "job.yaml"
     path.write_text(yaml.safe_dump(doc))
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    # the killed job's browser profile lands in a folder the test removes (a SIGKILLed process cannot)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "TMPDIR": str(killed_job_tmp)}
     # Held still once 2 chunks are committed (tests/fixtures/held_job.py): the kill lands mid-job whatever the load.
     proc = start_held("commits", 2, tmp_path / "ready", ["render", str(path)], log=tmp_path / "job.log", env=env,
                       start_new_session=True)

@@ -11,6 +11,10 @@ Chromium makes its singleton socket in a directory of its own under ``TMPDIR``
 ``TMPDIR`` (a test's scratch folder, say) the browser died at start with nothing but its DevTools pipe closing.
 So its ``TMPDIR`` is the fresh profile, made where that path fits (``/tmp`` when the temp folder's path is too
 long); whatever it leaves there goes with the profile.
+
+A process SIGKILLed while it ran a browser (a killed job, a Ray actor torn down with its driver) cannot remove its
+profile; the next browser started on the machine does (:func:`remove_stale_profiles`): a profile whose
+``SingletonLock`` names this host and a process that is gone.
 """
 
 from __future__ import annotations
@@ -28,13 +32,51 @@ from unirender.webgl.cdp import CDPConnection
 
 SOCKET_PATH_MAX = 107  # sun_path's 108 bytes, less the terminating NUL
 SOCKET_IN_PROFILE = len("/org.chromium.Chromium.XXXXXX/SingletonSocket")
-PROFILE_NAME = len("/unirender-chromium-XXXXXXXX")
+PROFILE_PREFIX = "unirender-chromium-"
+PROFILE_NAME = len(f"/{PROFILE_PREFIX}XXXXXXXX")
 
 
 def profile_root() -> str:
     """Where a profile goes: the temp folder, or ``/tmp`` when the browser's socket would not fit under it."""
     root = tempfile.gettempdir()
     return root if len(root) + PROFILE_NAME + SOCKET_IN_PROFILE <= SOCKET_PATH_MAX else "/tmp"
+
+
+def remove_stale_profiles(root: str) -> list[str]:
+    """Remove the profiles under ``root`` left by browsers that are gone; the paths removed. Chromium's
+    ``SingletonLock`` (a symlink to ``<hostname>-<pid>``, made at start) says whose a profile is: one of this host
+    whose process no longer exists is stale. A profile without the lock (a browser starting now) or of another
+    host (a shared /tmp) is left alone."""
+    import socket
+
+    host = socket.gethostname()
+    removed = []
+    try:
+        names = [name for name in os.listdir(root) if name.startswith(PROFILE_PREFIX)]
+    except OSError:
+        return removed
+    for name in names:
+        path = os.path.join(root, name)
+        try:
+            owner = os.readlink(os.path.join(path, "SingletonLock"))
+        except OSError:
+            continue
+        owner_host, _, pid = owner.rpartition("-")
+        if owner_host != host or not pid.isdigit() or _alive(int(pid)):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # somebody else's process
+        return True
+    return True
 
 
 def group_members(pgid: int) -> list[int]:
@@ -75,7 +117,9 @@ class Browser:
 
     def __init__(self, binary: str, renderer: Renderer, width: int, height: int, *, log_path: str | None,
                  start_timeout: float = 60.0, command_timeout: float = 60.0) -> None:
-        self.profile = tempfile.mkdtemp(prefix="unirender-chromium-", dir=profile_root())
+        root = profile_root()
+        remove_stale_profiles(root)  # those of killed processes: nobody else will
+        self.profile = tempfile.mkdtemp(prefix=PROFILE_PREFIX, dir=root)
         self.process: ManagedProcess | None = None
         self.page: CDPConnection | None = None
         self.log_path = log_path
