@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.dependency_skips import require_chromium
 from fixtures.webgl import ACTIONS as WEBGL_ACTIONS
 from fixtures.webgl import GAME as WEBGL_GAME
 
@@ -45,10 +46,8 @@ class Case:
     _request: pytest.FixtureRequest
 
     def __post_init__(self) -> None:
-        from unirender.platforms import chromium
-
-        if self.family == "webgl" and chromium.find_chromium() is None:  # fails the run under CI
-            pytest.skip("missing dependency: Chromium (sudo apt-get install -y chromium)")
+        if self.family == "webgl":
+            require_chromium()
 
     @property
     def family(self) -> str:

@@ -22,6 +22,7 @@ from openenv.core.client_types import StepResult  # noqa: E402
 from openenv.core.env_client import EnvClient  # noqa: E402
 from PIL import Image  # noqa: E402
 
+from fixtures.dependency_skips import require_chromium
 from fixtures.openenv_server import TOKEN, OpenEnvServer, token_file  # noqa: E402
 from fixtures.webgl import ACTIONS as WEBGL_ACTIONS  # noqa: E402
 from fixtures.webgl import GAME as WEBGL_GAME  # noqa: E402
@@ -74,10 +75,7 @@ class Server(OpenEnvServer):
 @pytest.fixture(scope="module", params=sorted(SPECS))
 def server(request, tmp_path_factory):
     if request.param == "webgl":
-        from unirender.platforms import chromium
-
-        if chromium.find_chromium() is None:  # a dependency skip: fails the run under CI
-            pytest.skip("no Chromium (sudo apt-get install -y chromium)")
+        require_chromium()
     tmp = tmp_path_factory.mktemp(f"openenv-{request.param}")
     spec = tmp / "env.yaml"
     spec.write_text(SPECS[request.param])

@@ -14,6 +14,7 @@ import pytest
 import yaml
 from service_processes import alive, descendants
 
+from fixtures.log_events import wait_for_line
 from unirender._process import ManagedProcess
 from unirender.service.jobs import TEST_HOLD_ENV
 
@@ -55,11 +56,7 @@ class ServiceProcess:
 
     def wait_for_log(self, text: str, timeout: float = 120.0) -> None:
         """Until the service has logged ``text`` (an event the code gives: a held job, say)."""
-        deadline = time.monotonic() + timeout
-        while text not in self.log():
-            if not self.process.alive() or time.monotonic() > deadline:
-                raise AssertionError(f"the service never logged {text!r}:\n{self.log()[-3000:]}")
-            time.sleep(0.05)
+        wait_for_line(self.log, self.process.alive, text, timeout)
 
     def sigterm(self, timeout: float = 60.0) -> int | None:
         if self.process.alive():

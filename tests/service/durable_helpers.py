@@ -21,6 +21,7 @@ import requests
 import yaml
 from service_processes import alive
 
+from fixtures.log_events import wait_for_line
 from unirender._process import ManagedProcess
 
 SERVING = re.compile(r"unirender serving on (http://127\.0\.0\.1:\d+)")
@@ -68,11 +69,7 @@ class Service:
 
     def wait_for_log(self, text: str, timeout: float = 120.0) -> None:
         """Until the service has logged ``text`` (an event the code gives: a held job, say)."""
-        deadline = time.monotonic() + timeout
-        while text not in self.log():
-            if not self.process.alive() or time.monotonic() > deadline:
-                raise AssertionError(f"the service never logged {text!r}:\n{self.log()[-3000:]}")
-            time.sleep(0.05)
+        wait_for_line(self.log, self.process.alive, text, timeout)
 
     # -- HTTP -------------------------------------------------------------------------------------------
     def call(self, method: str, path: str, token: str | None = None, **kw) -> requests.Response:

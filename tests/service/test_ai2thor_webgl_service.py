@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import requests
 
+from fixtures.dependency_skips import require_chromium
 from fixtures.webgl import ai2thor_webgl_build
-from unirender.platforms import chromium
 
 pytestmark = pytest.mark.slow
 
@@ -28,8 +28,7 @@ def thor(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def service(make_service, thor, tmp_path_factory):
-    if chromium.find_chromium() is None:
-        pytest.skip("missing dependency: Chromium (sudo apt-get install -y chromium)")  # fails the run under CI
+    require_chromium()
     store = tmp_path_factory.mktemp("service-store")
     return make_service({"tokens": {"t": {"token": TOKEN, "scopes": ["sessions", "builds:write"]}},
                          "allowed_executables": [str(thor)], "build_store": str(store)})  # fmt: skip

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import requests
 
+from fixtures.dependency_skips import require_chromium
 from fixtures.webgl import ACTIONS, GAME
 from unirender.builds import BuildStore
-from unirender.platforms import chromium
 
 pytestmark = pytest.mark.slow
 
@@ -22,8 +22,7 @@ HEADERS = {"Authorization": f"Bearer {TOKEN}"}
 
 @pytest.fixture(scope="module")
 def service(make_service, tmp_path_factory):
-    if chromium.find_chromium() is None:
-        pytest.skip("missing dependency: Chromium (sudo apt-get install -y chromium)")  # fails the run under CI
+    require_chromium()
     store = tmp_path_factory.mktemp("service-store")
     return make_service({"tokens": {"t": {"token": TOKEN, "scopes": ["sessions", "jobs", "builds:write"]}},
                          "allowed_executables": [str(GAME)], "build_store": str(store)})  # fmt: skip

@@ -4,16 +4,13 @@ import shutil
 
 import pytest
 
+from fixtures.dependency_skips import require_chromium
 from fixtures.webgl import GAME
-from unirender.platforms import chromium
 
 
 @pytest.fixture(scope="session")
 def browser_binary():
-    binary = chromium.find_chromium()
-    if binary is None:
-        pytest.skip("no Chromium (sudo apt-get install -y chromium)")
-    return binary
+    return require_chromium()
 
 
 @pytest.fixture

@@ -150,9 +150,11 @@ def _blob_handler(owner: StoreServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:  # noqa: N802 - http.server's name
             """Several small blobs in one response, one after another (the service's ``POST .../blobs``)."""
             if not owner.authorized(self.headers.get("Authorization")):
+                self.close_connection = True  # its body is not read: nothing more on this connection
                 return self._error(401, "unauthorized", "this store's blobs need the token the driver handed out")
             route = _BATCH_ROUTE.match(self.path)
-            length = int(self.headers.get("Content-Length") or 0)
+            length = self.headers.get("Content-Length") or "0"
+            length = int(length) if length.isdigit() else -1  # not a length: refused below, unread
             if route is None or not 0 < length <= _BATCH_BODY:
                 self.close_connection = True  # the body is not read
                 return self._error(404 if route is None else 413, "not_found" if route is None else
