@@ -48,7 +48,9 @@ from unirender.controller import Controller
 from unirender.protocol.multipart import build_wwwform
 from unirender.spec import EnvironmentSpec, RenderSpec
 
-# The service tests' process-tree helpers: the same checks for orphans as the suite makes.
+# The service tests' process-tree helpers: the same checks for orphans as the suite makes. tests/ too: those
+# helpers import the suite's shared `fixtures` package.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "service"))
 from durable_helpers import MARK_ENV, dataset_bytes, players_of  # noqa: E402
 from service_processes import alive, descendants  # noqa: E402
