@@ -9,17 +9,21 @@ containers' process trees, kills the worker container mid-job and reads the JSON
 With ``--build NAME`` it opens one session per node on that build of the driver's store (the head container's,
 ``UNIRENDER_BUILDS``) instead, steps each once and prints what the nodes fetched (docs/cluster.md, "How builds
 reach players"): a node whose store lacks the build fetches it from this driver's store through Ray first.
+With ``--build-source URL`` as well (``--build`` then a full digest, the token in ``UNIRENDER_BUILD_TOKEN``) the
+nodes fetch it from that service instead (``build_source=``, docs/builds.md); before that, one session each with a
+wrong and with no token, whose creation must fail with ``BuildFetchError``: their messages are printed too.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 import ray
 
-from unirender.builds import BuildStore, manifest
+from unirender.builds import BuildFetchError, BuildStore, manifest
 from unirender.cluster import create_backend
 from unirender.jobs import render
 from unirender.jobs.dataset import load_dataset
@@ -40,16 +44,45 @@ def job(out: str, count: int, size: int, frames_per_shard: int) -> dict:
     }
 
 
-def sessions_on_build(address: str, build: str, nodes: int) -> dict:
-    """One session per node (each node has one player_slot) on ``build``: what each node's actor fetched."""
-    store = BuildStore()
-    stored = store.resolve(build)
-    entries = manifest.parse((stored.path / "manifest.json").read_bytes())
-    blob_bytes = sum(size for _sha, size in {(e.sha256, e.size) for e in entries if e.type == "file"})
-    kwargs = {"build": build, "width": 64, "height": 48, "platform": "CloudRendering"}
+def _backend(address: str, **options):
     # start_timeout covers the fetch too (docs/cluster.md): small here, but a cold node's first player is slow.
-    with create_backend("ray", address=address, cpu_resource=SLOT, wait_timeout=60, start_timeout=240,
-                        step_timeout=60) as backend:
+    return create_backend("ray", address=address, cpu_resource=SLOT, wait_timeout=60, start_timeout=240,
+                          step_timeout=60, **options)
+
+
+def _kwargs(build: str) -> dict:
+    return {"build": build, "width": 64, "height": 48, "platform": "CloudRendering"}
+
+
+def refused_tokens(address: str, build: str, build_source: str) -> dict:
+    """A session on ``build`` from ``build_source`` with a wrong token, then with none: each creation must fail
+    with BuildFetchError (its message, for the caller to check), else "no error"."""
+    refused = {}
+    for label, token in (("wrong", "not-" + os.environ["UNIRENDER_BUILD_TOKEN"]), ("missing", None)):
+        with _backend(address, build_source=build_source, token=token) as backend:
+            try:
+                backend.create_session(_kwargs(build)).stop()
+                refused[label] = "no error: the session started"
+            except BuildFetchError as exc:
+                refused[label] = str(exc)
+    return refused
+
+
+def sessions_on_build(address: str, build: str, nodes: int, build_source: str | None = None) -> dict:
+    """One session per node (each node has one player_slot) on ``build``: what each node's actor fetched.
+    ``build_source``: the nodes fetch from that service (the token in UNIRENDER_BUILD_TOKEN), and this driver's
+    store need not hold the build (``build`` is its digest; ``blob_bytes`` is then for the caller to know)."""
+    if build_source:
+        digest, blob_bytes = build, None
+        options = {"build_source": build_source, "token": os.environ["UNIRENDER_BUILD_TOKEN"]}
+    else:
+        stored = BuildStore().resolve(build)
+        entries = manifest.parse((stored.path / "manifest.json").read_bytes())
+        digest = stored.digest
+        blob_bytes = sum(size for _sha, size in {(e.sha256, e.size) for e in entries if e.type == "file"})
+        options = {}
+    kwargs = _kwargs(build)
+    with _backend(address, **options) as backend:
         sessions = []
         try:
             for _ in range(nodes):  # one at a time: each takes a node's only slot, the next goes to another
@@ -66,7 +99,7 @@ def sessions_on_build(address: str, build: str, nodes: int) -> dict:
                 session.stop()
         served = backend.build_fetches()
         ips = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}  # while the backend's Ray is up
-    return {"digest": stored.digest, "blob_bytes": blob_bytes, "sessions": placed,
+    return {"digest": digest, "blob_bytes": blob_bytes, "sessions": placed,
             "served": {ips.get(node, node): counts for node, counts in served.items()}}
 
 
@@ -79,7 +112,15 @@ def main() -> int:
     parser.add_argument("--frames-per-shard", type=int, default=10)
     parser.add_argument("--build", help="open one session per node on this build instead of running the job")
     parser.add_argument("--nodes", type=int, default=2)
+    parser.add_argument("--build-source", help="the nodes fetch --build (a digest) from this service's URL")
     args = parser.parse_args()
+    if args.build and args.build_source:
+        # Joined here, so that the three backends below share this driver's Ray rather than each starting it.
+        ray.init(address=args.address, log_to_driver=False)
+        refused = refused_tokens(args.address, args.build, args.build_source)
+        result = sessions_on_build(args.address, args.build, args.nodes, args.build_source)
+        print(json.dumps({**result, "refused": refused}), flush=True)
+        return 0
     if args.build:
         print(json.dumps(sessions_on_build(args.address, args.build, args.nodes)), flush=True)
         return 0

@@ -9,7 +9,12 @@
 #   3. builds reach the nodes (docs/cluster.md): a fake Unity build (tests/fixtures/unity_builds.py) only in the
 #      head's store, sessions on it place a player in the worker container, which fetches the build from the
 #      head's store first; the worker is restarted with its store's volume kept, and the next sessions fetch
-#      nothing.
+#      nothing;
+#   4. builds from a service (`build_source=`, docs/builds.md): a second service container (.21) holds another
+#      fake build, uploaded to it from the host, in its own store's volume; the Ray backend given its URL places a
+#      player in each node container, neither of whose stores holds the build: each node fetches it from the
+#      service over this test's network (the driver's store serves nothing), the worker's store then holds it
+#      intact, and a wrong or missing token fails the session with BuildFetchError naming the build and the service.
 # Traffic stays between this test's containers and 127.0.0.1. Everything it creates carries the label
 # unirender.container-test=<run id> and is removed at the end, also on failure or Ctrl-C.
 # Environment: PYTHON (a Python with unirender's client, default .venv/bin/python), UR_SUBNET_PREFIX (10.89.7).
@@ -28,6 +33,8 @@ VOLUME=$RUN_ID-data
 # worker's outlives its container, which part 3 restarts.
 HEAD_STORE=$RUN_ID-head-builds
 WORKER_STORE=$RUN_ID-worker-builds
+# Part 4's service's build store: a volume of its own, not the nodes' (the build must reach them over the network).
+SERVICE_STORE=$RUN_ID-service-builds
 STORE_DIR=/var/lib/unirender/builds
 TMP=$(mktemp -d /tmp/unirender-ct.XXXXXX)
 export PYTHONPATH=$UR_ROOT/src${PYTHONPATH:+:$PYTHONPATH}
@@ -44,7 +51,7 @@ remove_everything() {
     # shellcheck disable=SC2086
     [ -n "$ids" ] && podman rm -f -v -t 0 $ids >/dev/null 2>&1  # -v: the image's anonymous /data volume too
     podman network exists "$NET" 2>/dev/null && podman network rm -f "$NET" >/dev/null 2>&1
-    for v in "$VOLUME" "$HEAD_STORE" "$WORKER_STORE"; do
+    for v in "$VOLUME" "$HEAD_STORE" "$WORKER_STORE" "$SERVICE_STORE"; do
         podman volume exists "$v" 2>/dev/null && podman volume rm -f "$v" >/dev/null 2>&1
     done
     rm -rf "$TMP"
@@ -55,12 +62,12 @@ on_exit() {
     local rc=$?
     set +e  # clean up whatever state the run stopped in
     if [ "$rc" -ne 0 ]; then
-        for c in service head worker; do
+        for c in service head worker build-service; do
             podman container exists "$RUN_ID-$c" 2>/dev/null || continue
             echo "--- last lines of $RUN_ID-$c's log:" >&2
             podman logs --tail 30 "$RUN_ID-$c" >&2 2>&1 || true
         done
-        for f in driver fetch-1 fetch-2; do
+        for f in driver fetch-1 fetch-2 fetch-service; do
             [ -f "$TMP/$f.log" ] && { echo "--- Ray driver ($f):" >&2; tail -40 "$TMP/$f.log" >&2; }
         done
         [ -f "$TMP/build.log" ] && { echo "--- podman build:" >&2; tail -30 "$TMP/build.log" >&2; }
@@ -82,13 +89,25 @@ echo "service image $UR_IMAGE, Ray node image $UR_RAY_IMAGE ($(elapsed "$t") s)"
 VOLUMES_BEFORE=$(podman volume ls -q | sort)
 podman network create --subnet "$PREFIX.0/24" "${LABEL[@]}" "$NET" >/dev/null \
     || fail "cannot create network $NET on $PREFIX.0/24 (another run's network? podman network ls)"
-for v in "$VOLUME" "$HEAD_STORE" "$WORKER_STORE"; do podman volume create "${LABEL[@]}" "$v" >/dev/null; done
+for v in "$VOLUME" "$HEAD_STORE" "$WORKER_STORE" "$SERVICE_STORE"; do podman volume create "${LABEL[@]}" "$v" >/dev/null; done
 
 # --- 1. the service -------------------------------------------------------------------------------------------
 step "service container"
 TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 PORT=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 # A read-only root with the writable places of deploy/kubernetes/service.yaml (/tmp, XDG_RUNTIME_DIR, HOME, /data).
+SERVICE_RUN=(--cap-drop all --security-opt no-new-privileges --read-only --read-only-tmpfs=false
+             --tmpfs /tmp:rw,mode=1777 --tmpfs /run/unirender:rw,mode=0700,U --tmpfs /home/unirender:rw,U)
+wait_for_healthz() {  # CONTAINER PORT: until the service answers /healthz from the host (20 s), or it exited
+    local t
+    t=$(date +%s.%N)
+    until curl -sf -o /dev/null "http://127.0.0.1:$2/healthz"; do
+        awk -v e="$(elapsed "$t")" 'BEGIN { exit !(e > 20) }' && fail "no /healthz from $1 within 20 s"
+        podman container exists "$1" && [ "$(podman inspect -f '{{.State.Running}}' "$1")" = true ] \
+            || fail "the service container $1 exited"
+        sleep 0.1
+    done
+}
 # A "user's Unity build": a folder named like a CloudRendering build whose executable is the reference player
 # (docs/player.md), mounted read-only and listed in the service's allowed_executables.
 BUILD_NAME=thor-CloudRendering-ctest
@@ -105,18 +124,10 @@ EOF
 chmod 0644 "$TMP/service.yaml"
 t=$(date +%s.%N)
 podman run -d --name "$RUN_ID-service" "${LABEL[@]}" --network "$NET" --ip "$PREFIX.20" \
-    -p "127.0.0.1:$PORT:8200" --cap-drop all --security-opt no-new-privileges \
-    --read-only --read-only-tmpfs=false --tmpfs /tmp:rw,mode=1777 --tmpfs /run/unirender:rw,mode=0700,U \
-    --tmpfs /home/unirender:rw,U \
-    -e "UNIRENDER_TOKENS=ctest=$TOKEN" -v "$VOLUME:/data" -v "$TMP/builds:/builds:ro" \
+    -p "127.0.0.1:$PORT:8200" "${SERVICE_RUN[@]}" -e "UNIRENDER_TOKENS=ctest=$TOKEN" -v "$VOLUME:/data" -v "$TMP/builds:/builds:ro" \
     -v "$TMP/service.yaml:/etc/unirender/service.yaml:ro" "$UR_IMAGE" >/dev/null 2>"$TMP/run.err" \
     || { cat "$TMP/run.err" >&2; fail "podman run"; }
-until curl -sf -o /dev/null "http://127.0.0.1:$PORT/healthz"; do
-    awk -v e="$(elapsed "$t")" 'BEGIN { exit !(e > 20) }' && fail "no /healthz from the host within 20 s"
-    podman container exists "$RUN_ID-service" && [ "$(podman inspect -f '{{.State.Running}}' "$RUN_ID-service")" = true ] \
-        || fail "the service container exited"
-    sleep 0.1
-done
+wait_for_healthz "$RUN_ID-service" "$PORT"
 echo "  ok: /healthz from the host $(elapsed "$t") s after podman run (limit 20 s)"
 timeout 60 podman healthcheck run "$RUN_ID-service" >/dev/null 2>&1 || fail "the image's HEALTHCHECK fails"
 echo "  ok: the image's HEALTHCHECK passes"
@@ -327,12 +338,121 @@ store_digests "$RUN_ID-worker" > "$TMP/worker-store-2.json" || fail "reading the
 check_fetch "$TMP/fetch-2.log" "$TMP/worker-store-2.json" none || fail "the second run moved bytes"
 echo "  (second run: $(elapsed "$t") s)"
 
+# --- 4. a build that only a service holds ----------------------------------------------------------------------
+step "builds from a service: the nodes fetch from the service container (build_source=), not through the driver"
+# Another fake build (other assets: its big blobs are in no node's store; its small files are part 3's, which both
+# nodes now hold, so only the rest should move), made and exported on the host and uploaded to the service over
+# its published port with a builds:write token; the nodes fetch with a bare one (scope sessions).
+SERVICE_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+UPLOAD_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+SERVICE_PORT=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+SERVICE_URL=http://$PREFIX.21:8200  # as the nodes reach it, on this test's network
+mkdir -m 0755 "$TMP/build-v2-src"
+"$PYTHON" - "$TMP/build-v2-src" "$UR_ROOT/tests" "$TMP/build-src/$exe" "$TMP/host-store" "$TMP/build-v2.tar" \
+    > "$TMP/build-v2.json" <<'EOF' || fail "making and exporting the second fake build"
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from fixtures.unity_builds import executable_of, make_build
+from unirender.builds import BuildStore, manifest
+root = make_build(Path(sys.argv[1]), family="ai2thor", player="reference", platform="CloudRendering",
+                  assets=2, asset_size=4 << 20, variant=1, changed=2)
+executable_of(root).write_text('#!/bin/sh\nexec /opt/unirender/bin/unirender-player "$@"\n')
+store = BuildStore(sys.argv[4])  # a host store of this test's own, to export from (and to read part 3's blobs)
+v1, v2 = store.add(sys.argv[3]), store.add(root)
+store.export(v2.digest, sys.argv[5])
+def blobs(build):
+    return {(e.sha256, e.size) for e in manifest.parse((build.path / "manifest.json").read_bytes()) if e.type == "file"}
+held = {sha for sha, _size in blobs(v1)}
+print(json.dumps({"digest": v2.digest, "blob_bytes": sum(n for _s, n in blobs(v2)),
+                  "missing_bytes": sum(n for s, n in blobs(v2) if s not in held)}))
+EOF
+DIGEST=$("$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["digest"])' "$TMP/build-v2.json")
+cat > "$TMP/build-service.yaml" <<EOF
+host: 0.0.0.0
+port: 8200
+data_root: /data
+build_store: $STORE_DIR
+tokens:
+  nodes: $SERVICE_TOKEN
+  uploader: {token: $UPLOAD_TOKEN, scopes: ["builds:write"]}
+EOF
+chmod 0644 "$TMP/build-service.yaml"
+podman run -d --name "$RUN_ID-build-service" "${LABEL[@]}" --network "$NET" --ip "$PREFIX.21" \
+    -p "127.0.0.1:$SERVICE_PORT:8200" "${SERVICE_RUN[@]}" -v "$SERVICE_STORE:$STORE_DIR" \
+    -v "$TMP/build-service.yaml:/etc/unirender/service.yaml:ro" "$UR_IMAGE" >/dev/null 2>"$TMP/run.err" \
+    || { cat "$TMP/run.err" >&2; fail "podman run (the builds' service)"; }
+wait_for_healthz "$RUN_ID-build-service" "$SERVICE_PORT"
+code=$(curl -sS -o "$TMP/put.json" -w '%{http_code}' -T "$TMP/build-v2.tar" -H "Content-Type: application/x-tar" \
+    -H "Authorization: Bearer $UPLOAD_TOKEN" "http://127.0.0.1:$SERVICE_PORT/v1/builds/$DIGEST") \
+    || fail "uploading the build to the service"
+[ "$code" = 201 ] || { cat "$TMP/put.json" >&2; fail "PUT /v1/builds/$DIGEST answered $code (expected 201)"; }
+store_digests "$RUN_ID-build-service" > "$TMP/service-store.json" || fail "reading the service's store"
+store_digests "$RUN_ID-head" > "$TMP/head-store-4.json" || fail "reading the head's store"
+store_digests "$RUN_ID-worker" > "$TMP/worker-store-4.json" || fail "reading the worker's store"
+"$PYTHON" - "$DIGEST" "$TMP/service-store.json" "$TMP/head-store-4.json" "$TMP/worker-store-4.json" <<'EOF'
+import json, sys
+digest = sys.argv[1]
+service, head, worker = (json.load(open(f)) for f in sys.argv[2:5])
+if service["digests"] != [digest] or service["bad"] != {digest: []}:
+    raise SystemExit(f"FAILED: the service's store should hold the uploaded build alone, intact: {service}")
+if digest in head["digests"] or digest in worker["digests"]:
+    raise SystemExit(f"FAILED: a node's store already holds {digest}: head {head}, worker {worker}")
+print(f"  ok: {digest[:19]}... uploaded to the service (201), in its store {service['root']} alone, in no node's")
+EOF
+t=$(date +%s.%N)
+# The token goes in the driver's environment, not on a command line (ps shows those).
+timeout 400 podman exec -e "UNIRENDER_BUILD_TOKEN=$SERVICE_TOKEN" "$RUN_ID-head" python3 /opt/container-test/driver.py \
+    "$PREFIX.10:6379" /tmp/unused --build "$DIGEST" --build-source "$SERVICE_URL" > "$TMP/fetch-service.log" 2>&1 \
+    || fail "sessions on the service's build"
+store_digests "$RUN_ID-worker" > "$TMP/worker-store-5.json" || fail "reading the worker's store"
+curl -sf "http://127.0.0.1:$SERVICE_PORT/metrics" > "$TMP/service-metrics.txt" || fail "the service's /metrics"
+"$PYTHON" - "$TMP/fetch-service.log" "$TMP/build-v2.json" "$TMP/worker-store-5.json" "$TMP/service-metrics.txt" \
+    "$PREFIX" "$SERVICE_URL" <<'EOF' || fail "the fetch from the service"
+import json, re, sys
+r = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+build, store = json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
+prefix, url, digest = sys.argv[5], sys.argv[6], build["digest"]
+requests = {}  # (route, status) -> count: the service's own unirender_http_requests counter
+for route, status, n in re.findall(r'^unirender_http_requests_total\{route="([^"]+)",status="(\d+)"\} (\S+)$',
+                                   open(sys.argv[4]).read(), re.M):
+    requests[route, status] = int(float(n))
+def check(ok, msg):
+    if not ok:
+        raise SystemExit(f"FAILED: {msg}: {r} (service requests: {requests})")
+    print(f"  ok: {msg}")
+# The fetch's error, as the driver's create_session raised it, with the service's own code for each.
+for label, code in (("wrong", "401 invalid_token"), ("missing", "401 missing_token")):
+    message = r["refused"][label]
+    check(all(s in message for s in (digest, f"from the service {url}: {code}")),
+          f"a {label} token: BuildFetchError naming the build, the node and the service's {code}: "
+          f"...{message[message.find(' on node '):]}")
+check(requests.get(("get_build_manifest", "401")) == 2, "the service itself refused those two manifest requests")
+by_ip = {s["node_ip"]: s for s in r["sessions"]}
+check(sorted(by_ip) == [f"{prefix}.10", f"{prefix}.11"], f"with the token: a player on each node {sorted(by_ip)}")
+check(all(s["pinned"] == digest and s["frame"] == [48, 64, 3] and s["frame_nonzero"] for s in r["sessions"]),
+      "each session pinned to the digest and rendered a 64x48 frame")
+for n, name in ((11, "worker"), (10, "head (the driver's node)")):
+    got = by_ip[f"{prefix}.{n}"]["build_fetched"] or {}
+    check(got.get("fetched") and got["bytes_moved"] == build["missing_bytes"],
+          f"the {name} fetched the build: {got.get('bytes_moved', 0):,} bytes (of {build['blob_bytes']:,}: the "
+          f"rest its store held), {got.get('blobs_moved')} blobs")
+check(r["served"] == {}, "not through the driver: its store served nothing (no StoreServer was started)")
+blob_requests = sum(n for (route, status), n in requests.items()
+                    if route in ("get_build_blob", "post_build_blobs") and status in ("200", "206"))
+check(requests.get(("get_build_manifest", "200")) == 2 and blob_requests >= 2,
+      f"the service served them: 2 manifests, {blob_requests} blob requests")
+check(digest in store["digests"] and store["bad"][digest] == [],
+      f"the worker's store {store['root']} holds the digest, every file as the manifest says")
+EOF
+echo "  (part 4's Ray run: $(elapsed "$t") s)"
+
 # --- nothing left behind ---------------------------------------------------------------------------------------
 step "teardown"
-podman stop -t 20 "$RUN_ID-head" >/dev/null 2>&1
-podman rm -f -v -t 0 "$RUN_ID-head" "$RUN_ID-worker" >/dev/null 2>&1
+podman stop -t 20 "$RUN_ID-head" "$RUN_ID-build-service" >/dev/null 2>&1
+podman rm -f -v -t 0 "$RUN_ID-head" "$RUN_ID-worker" "$RUN_ID-build-service" >/dev/null 2>&1
 podman network rm "$NET" >/dev/null
-podman volume rm "$VOLUME" "$HEAD_STORE" "$WORKER_STORE" >/dev/null
+podman volume rm "$VOLUME" "$HEAD_STORE" "$WORKER_STORE" "$SERVICE_STORE" >/dev/null
 rm -rf "$TMP"
 left="$(podman ps -aq --filter "label=unirender.container-test=$RUN_ID")$(podman volume ls -q --filter "label=unirender.container-test=$RUN_ID")"
 volumes_after=$(podman volume ls -q | sort)
