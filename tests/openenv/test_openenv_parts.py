@@ -81,6 +81,34 @@ def test_images_round_trip_in_every_format():
     assert np.array_equal(decode_array(encode_array(depth).model_dump()), depth)
 
 
+def test_arrays_are_standard_base64_with_or_without_pybase64(monkeypatch):
+    """pybase64 (the openenv extra's SIMD codec) and the standard library's fallback write the same text, any
+    client's base64 decoder reads it, and both refuse a character outside the alphabet."""
+    import importlib
+    import sys
+
+    import unirender.openenv.images as images
+
+    rgb = np.random.default_rng(1).integers(0, 256, (5, 7, 3), dtype=np.uint8)
+    strided = np.zeros((5, 14, 3), np.uint8)[:, ::2]  # not C-contiguous: encode_array copies it first
+    strided[:] = rgb
+    fast = images.encode_array(strided)
+    monkeypatch.setitem(sys.modules, "pybase64", None)  # the import fails: the standard library's codec
+    try:
+        fallback = importlib.reload(images)
+        assert fallback.encode_array(rgb) == fast
+        assert base64.b64decode(fast.data, validate=True) == rgb.tobytes()
+        assert np.array_equal(fallback.decode_array(fast), rgb)
+        with pytest.raises(ValueError):  # binascii.Error
+            fallback.decode_array({"dtype": "|u1", "shape": [3], "data": "AA$A"})
+    finally:
+        monkeypatch.undo()
+        images = importlib.reload(images)
+    assert np.array_equal(images.decode_array(fast.model_dump()), rgb)
+    with pytest.raises(ValueError):
+        images.decode_array({"dtype": "|u1", "shape": [3], "data": "AA$A"})
+
+
 def test_token_files_say_what_is_wrong(tmp_path):
     path = tmp_path / "tokens"
     path.write_text("# no token yet\n\n")
