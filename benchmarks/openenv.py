@@ -28,6 +28,7 @@ import argparse
 import base64
 import io
 import json
+import os
 import re
 import sys
 import tempfile
@@ -77,8 +78,8 @@ class CountingClient(Client):
         return resp
 
 
-def start(command: list[str], log: Path, pattern: str) -> tuple[ManagedProcess, str]:
-    process = ManagedProcess(command, log_path=str(log), name=Path(log).stem)
+def start(command: list[str], log: Path, pattern: str, env: dict | None = None) -> tuple[ManagedProcess, str]:
+    process = ManagedProcess(command, log_path=str(log), name=Path(log).stem, env=env)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and process.alive():
         found = re.search(pattern, log.read_text(errors="replace"))
@@ -121,13 +122,20 @@ class OpenEnvBench(EnvClient[UnirenderAction, UnirenderObservation, UnirenderSta
         import asyncio
 
         raw = await asyncio.wait_for(self._ws.recv(), timeout=self._message_timeout)
-        self.wire += ws_frame_bytes(len(raw.encode() if isinstance(raw, str) else raw), masked=False)
+        # an ASCII str's length is its UTF-8 size: no 361 KB copy of the message charged to the client's CPU
+        size = len(raw) if isinstance(raw, bytes) or raw.isascii() else len(raw.encode())
+        self.wire += ws_frame_bytes(size, masked=False)
         return json.loads(raw)
 
 
-def image_of(observation: UnirenderObservation) -> np.ndarray:
+def image_of(observation: UnirenderObservation, stdlib: bool = False) -> np.ndarray:
+    """The first image as a uint8 array; ``stdlib``: decoded as before pybase64 (the baseline's client)."""
     name = observation.visual_observation_names[0]
     if observation.arrays is not None:
+        if stdlib:
+            encoded = observation.arrays[name]
+            data = base64.b64decode(encoded.data)
+            return np.frombuffer(data, dtype=np.dtype(encoded.dtype)).reshape(encoded.shape)
         return decode_array(observation.arrays[name])
     return np.asarray(Image.open(io.BytesIO(base64.b64decode(observation.visual_observations[0]))))
 
@@ -169,7 +177,7 @@ def service_contender(client: CountingClient, family: str, size: int) -> tuple[C
     return Contender("service (msgpack)", step, client), session
 
 
-def openenv_contender(url: str, family: str, image_format: str) -> tuple[Contender, OpenEnvBench]:
+def openenv_contender(url: str, family: str, image_format: str, label: str = "") -> tuple[Contender, OpenEnvBench]:
     client = OpenEnvBench(base_url=url, message_timeout_s=120)
     env = client.sync()
     env.connect()
@@ -183,9 +191,9 @@ def openenv_contender(url: str, family: str, image_format: str) -> tuple[Contend
         else:
             continuous, discrete = pick(i)
             action = UnirenderAction(continuous_actions=continuous, discrete_actions=discrete)
-        return image_of(env.step(action).observation)
+        return image_of(env.step(action).observation, stdlib=bool(label))
 
-    return Contender(f"openenv {image_format}", step, client), env
+    return Contender(f"openenv {image_format}{label}", step, client), env
 
 
 def openenv_async_contender(url: str, family: str) -> tuple[Contender, object]:
@@ -281,6 +289,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--formats", nargs="+", default=["png", "array"])
+    parser.add_argument(
+        "--baseline-src",
+        type=Path,
+        default=None,
+        help="a src/ folder of an earlier unirender (git archive REV src | tar -x -C DIR): its openenv server "
+        "runs beside this one, its png and array paths interleaved with the rest (client decoding as then)",
+    )
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -299,6 +314,13 @@ def main() -> None:
                      "--max-sessions", str(len(args.formats) + 1)],
                     tmp / f"openenv-{size}.log", r"on (http://127\.0\.0\.1:\d+)")  # fmt: skip
                 opened = []
+                baseline = None
+                if args.baseline_src:
+                    env_vars = {**os.environ, "PYTHONPATH": str(args.baseline_src.resolve())}
+                    baseline, baseline_url = start(
+                        [sys.executable, "-m", "unirender.cli", "openenv", "serve", str(spec), "--port", "0",
+                         "--max-sessions", str(len(args.formats))],
+                        tmp / f"openenv-baseline-{size}.log", r"on (http://127\.0\.0\.1:\d+)", env=env_vars)  # fmt: skip
                 try:
                     client = CountingClient(service_url)
                     contender, session = service_contender(client, args.family, size)
@@ -311,6 +333,11 @@ def main() -> None:
                     contender, closer = openenv_async_contender(openenv_url, args.family)
                     opened.append(closer.close)
                     contenders.append(contender)
+                    if baseline is not None:
+                        for image_format in args.formats:
+                            contender, env = openenv_contender(baseline_url, args.family, image_format, " (before)")
+                            opened.append(env.close)
+                            contenders.append(contender)
                     best: dict[str, dict] = {}
                     for _ in range(args.rounds):
                         for c in contenders:
@@ -324,6 +351,8 @@ def main() -> None:
                     for close in reversed(opened):
                         close()
                     openenv.terminate(grace=10)
+                    if baseline is not None:
+                        baseline.terminate(grace=10)
         finally:
             service.terminate(grace=10)
     if args.family == "ai2thor":

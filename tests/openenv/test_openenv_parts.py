@@ -155,3 +155,33 @@ def test_a_webgl_action_is_a_declared_name_and_nothing_else():
         adapter.session_action(UnirenderAction(discrete_actions=[1]), None)
     with pytest.raises(ValueError, match="no scene or environment_parameters"):
         adapter.first_event(None, False, {"scene": "FloorPlan1"})
+
+
+def test_ai2thor_step_metadata_is_read_from_the_players_msgpack_as_a_full_decode_reads_it():
+    """The five keys an AI2-THOR observation carries are scanned from the agent's msgpack map (the rest of the
+    map, e.g. every object, is skipped); where the event has no such bytes, or they do not scan, the decoded
+    metadata gives them, the same values."""
+    import msgpack
+
+    from unirender.openenv.ai2thor import step_metadata
+
+    agent = {
+        "objects": [{"objectId": f"Cup|{i}", "position": {"x": i, "y": 0.5, "z": -i}} for i in range(50)],
+        "lastActionSuccess": False,
+        "errorMessage": "blocked",
+        "sceneName": "FloorPlan1",
+        "agent": {"position": {"x": 1.0, "y": 0.9, "z": -0.5}, "rotation": {"y": 90.0}, "isStanding": True},
+        "actionReturn": {1: [2, 3]},  # an int key: what strict_map_key=False exists for
+    }  # no lastAction: a key the player left out stays out
+
+    class Event:
+        def __init__(self, raw):
+            self.raw, self.metadata = raw, dict(agent)
+
+        def metadata_msgpack(self):
+            return self.raw
+
+    expected = {k: agent[k] for k in ("lastActionSuccess", "errorMessage", "sceneName", "agent")}
+    for raw in (msgpack.packb(agent), memoryview(msgpack.packb(agent)), None, b"\xc1 not msgpack"):
+        read = step_metadata(Event(raw))
+        assert read == expected and list(read) == list(expected), raw
