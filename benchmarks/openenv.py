@@ -50,7 +50,7 @@ from PIL import Image  # noqa: E402
 from unirender._process import ManagedProcess  # noqa: E402
 from unirender.client import Client  # noqa: E402
 from unirender.openenv import UnirenderAction, UnirenderObservation, UnirenderState  # noqa: E402
-from unirender.openenv.images import decode_array  # noqa: E402
+from unirender.openenv.images import decode_array, decode_image  # noqa: E402
 
 WARMUP = 5
 AI2THOR_ACTIONS = ["RotateRight", "RotateLeft"]  # alternate so every frame is rendered anew
@@ -129,7 +129,8 @@ class OpenEnvBench(EnvClient[UnirenderAction, UnirenderObservation, UnirenderSta
 
 
 def image_of(observation: UnirenderObservation, stdlib: bool = False) -> np.ndarray:
-    """The first image as a uint8 array; ``stdlib``: decoded as before pybase64 (the baseline's client)."""
+    """The first image as a uint8 array, as docs/openenv.md's client reads it (``decode_array``,
+    ``decode_image``); ``stdlib``: as the client read it before them (the standard library's base64, Pillow)."""
     name = observation.visual_observation_names[0]
     if observation.arrays is not None:
         if stdlib:
@@ -137,7 +138,9 @@ def image_of(observation: UnirenderObservation, stdlib: bool = False) -> np.ndar
             data = base64.b64decode(encoded.data)
             return np.frombuffer(data, dtype=np.dtype(encoded.dtype)).reshape(encoded.shape)
         return decode_array(observation.arrays[name])
-    return np.asarray(Image.open(io.BytesIO(base64.b64decode(observation.visual_observations[0]))))
+    if stdlib:
+        return np.asarray(Image.open(io.BytesIO(base64.b64decode(observation.visual_observations[0]))))
+    return decode_image(observation.visual_observations[0])
 
 
 # -- the rounds ---------------------------------------------------------------------------------------------------
@@ -249,7 +252,7 @@ def breakdown(size: int, n: int) -> list[tuple[str, float]]:
     from openenv.core.env_server.types import WSObservationResponse
 
     from unirender.cluster.local import LocalBackend
-    from unirender.openenv.ai2thor import STEP_METADATA_KEYS
+    from unirender.openenv.ai2thor import step_metadata
     from unirender.openenv.images import image_fields
 
     times: dict[str, list[float]] = {}
@@ -266,7 +269,7 @@ def breakdown(size: int, n: int) -> list[tuple[str, float]]:
         try:
             for i in range(WARMUP + n):
                 event = timed("player step (both paths)", lambda i=i: session.step({"action": AI2THOR_ACTIONS[i % 2]}))
-                info = {k: event.metadata[k] for k in STEP_METADATA_KEYS if k in event.metadata}
+                info = timed("the observation's metadata keys (server)", lambda event=event: step_metadata(event))
                 for fmt in ("png", "array"):
                     fields = timed(f"{fmt}: encode the image", lambda fmt=fmt, frame=event.frame: image_fields({"rgb": frame}, fmt))
                     obs = timed(f"{fmt}: the observation model", lambda fields=fields, info=info: UnirenderObservation(

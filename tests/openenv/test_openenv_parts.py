@@ -15,7 +15,7 @@ from PIL import Image  # noqa: E402
 
 from unirender.errors import SpecError  # noqa: E402
 from unirender.openenv.app import TokenGate, load_served, presented_token, read_tokens, serve  # noqa: E402
-from unirender.openenv.images import decode_array, encode_array, encode_image  # noqa: E402
+from unirender.openenv.images import decode_array, decode_image, encode_array, encode_image  # noqa: E402
 
 TOKEN = "a-token-of-enough-length"
 
@@ -79,6 +79,15 @@ def test_images_round_trip_in_every_format():
     with pytest.raises(ValueError, match="JPEG"):
         encode_image(np.zeros((2, 2, 4), np.uint8), "jpeg")
     assert np.array_equal(decode_array(encode_array(depth).model_dump()), depth)
+    # decode_image (libspng for 8-bit PNGs, Pillow for the rest) gives what Pillow gives, in every form
+    for pixels in (rgb, np.dstack([rgb, rgb[:, :, :1]]), rgb[:, :, 0], rgb[:, :, :1], depth):
+        for image_format in ("png", "jpeg") if pixels.dtype == np.uint8 and pixels.ndim == 3 else ("png",):
+            if image_format == "jpeg" and pixels.shape[2] == 4:
+                continue
+            text = encode_image(pixels, image_format)
+            decoded = decode_image(text)
+            pillow = np.asarray(Image.open(io.BytesIO(base64.b64decode(text))))
+            assert decoded.dtype == pillow.dtype and np.array_equal(decoded, pillow), (pixels.shape, image_format)
 
 
 def test_arrays_are_standard_base64_with_or_without_pybase64(monkeypatch):
