@@ -17,9 +17,14 @@ Rounds are interleaved (service, png, array, service, ...), the best round kept:
 the fastest round is the one least disturbed. Then, for AI2-THOR, where an OpenEnv step's time goes, stage by
 stage in-process (:func:`breakdown`). Per path:
 steps/s, ms per step and its ratio to the service's, bytes on the wire per step (HTTP heads and bodies; WebSocket
-messages with their frame headers) and client CPU ms per step (this process; the servers run in others).
+messages with their frame headers), client CPU ms per step (this process) and server CPU ms per step (the
+server's process, all its threads, not the players it runs), both of the median round.
+
+``--baseline-src DIR`` adds an earlier unirender's OpenEnv server (its ``src`` folder, e.g. ``git archive REV src |
+tar -x -C DIR``) and its png and array paths, read as its client read them, to the same interleaved rounds.
 
     .venv/bin/python benchmarks/openenv.py [--family ai2thor|mlagents] [--sizes 84 300] [--steps N] [--rounds R]
+        [--baseline-src DIR/src]
 """
 
 from __future__ import annotations
@@ -28,7 +33,9 @@ import argparse
 import base64
 import io
 import json
+import os
 import re
+import statistics
 import sys
 import tempfile
 import time
@@ -49,9 +56,12 @@ from PIL import Image  # noqa: E402
 from unirender._process import ManagedProcess  # noqa: E402
 from unirender.client import Client  # noqa: E402
 from unirender.openenv import UnirenderAction, UnirenderObservation, UnirenderState  # noqa: E402
-from unirender.openenv.images import decode_array  # noqa: E402
+from unirender.openenv.images import decode_array, decode_image  # noqa: E402
 
-WARMUP = 5
+# Even, as --steps should be: AI2THOR_ACTIONS alternate, so every round starts from the reset's view and sees the
+# same two frames (with 5, each round turned the agent a quarter more: the rounds compared different views, and a
+# PNG's size and encoding time depend on the view).
+WARMUP = 6
 AI2THOR_ACTIONS = ["RotateRight", "RotateLeft"]  # alternate so every frame is rendered anew
 
 
@@ -77,8 +87,8 @@ class CountingClient(Client):
         return resp
 
 
-def start(command: list[str], log: Path, pattern: str) -> tuple[ManagedProcess, str]:
-    process = ManagedProcess(command, log_path=str(log), name=Path(log).stem)
+def start(command: list[str], log: Path, pattern: str, env: dict | None = None) -> tuple[ManagedProcess, str]:
+    process = ManagedProcess(command, log_path=str(log), name=Path(log).stem, env=env)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and process.alive():
         found = re.search(pattern, log.read_text(errors="replace"))
@@ -121,21 +131,41 @@ class OpenEnvBench(EnvClient[UnirenderAction, UnirenderObservation, UnirenderSta
         import asyncio
 
         raw = await asyncio.wait_for(self._ws.recv(), timeout=self._message_timeout)
-        self.wire += ws_frame_bytes(len(raw.encode() if isinstance(raw, str) else raw), masked=False)
+        # an ASCII str's length is its UTF-8 size: no 361 KB copy of the message charged to the client's CPU
+        size = len(raw) if isinstance(raw, bytes) or raw.isascii() else len(raw.encode())
+        self.wire += ws_frame_bytes(size, masked=False)
         return json.loads(raw)
 
 
-def image_of(observation: UnirenderObservation) -> np.ndarray:
+def image_of(observation: UnirenderObservation, stdlib: bool = False) -> np.ndarray:
+    """The first image as a uint8 array, as docs/openenv.md's client reads it (``decode_array``,
+    ``decode_image``); ``stdlib``: as the client read it before them (the standard library's base64, Pillow)."""
     name = observation.visual_observation_names[0]
     if observation.arrays is not None:
+        if stdlib:
+            encoded = observation.arrays[name]
+            data = base64.b64decode(encoded.data)
+            return np.frombuffer(data, dtype=np.dtype(encoded.dtype)).reshape(encoded.shape)
         return decode_array(observation.arrays[name])
-    return np.asarray(Image.open(io.BytesIO(base64.b64decode(observation.visual_observations[0]))))
+    if stdlib:
+        return np.asarray(Image.open(io.BytesIO(base64.b64decode(observation.visual_observations[0]))))
+    return decode_image(observation.visual_observations[0])
 
 
 # -- the rounds ---------------------------------------------------------------------------------------------------
 class Contender:
     def __init__(self, name: str, step, counter):
         self.name, self.step, self.counter = name, step, counter  # step(i) -> the image as uint8 array
+        self.server_pid: int | None = None  # the server process it talks to (its CPU, not its players')
+
+
+def process_cpu_s(pid: int | None) -> float:
+    """A process's CPU seconds so far, all its threads (``/proc/PID/stat`` utime + stime); 0 off Linux."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def actions_for(family: str, spec: dict):
@@ -169,7 +199,7 @@ def service_contender(client: CountingClient, family: str, size: int) -> tuple[C
     return Contender("service (msgpack)", step, client), session
 
 
-def openenv_contender(url: str, family: str, image_format: str) -> tuple[Contender, OpenEnvBench]:
+def openenv_contender(url: str, family: str, image_format: str, label: str = "") -> tuple[Contender, OpenEnvBench]:
     client = OpenEnvBench(base_url=url, message_timeout_s=120)
     env = client.sync()
     env.connect()
@@ -183,9 +213,9 @@ def openenv_contender(url: str, family: str, image_format: str) -> tuple[Contend
         else:
             continuous, discrete = pick(i)
             action = UnirenderAction(continuous_actions=continuous, discrete_actions=discrete)
-        return image_of(env.step(action).observation)
+        return image_of(env.step(action).observation, stdlib=bool(label))
 
-    return Contender(f"openenv {image_format}", step, client), env
+    return Contender(f"openenv {image_format}{label}", step, client), env
 
 
 def openenv_async_contender(url: str, family: str) -> tuple[Contender, object]:
@@ -219,15 +249,17 @@ def openenv_async_contender(url: str, family: str) -> tuple[Contender, object]:
 
 
 def run(contender: Contender, steps: int, size: int) -> dict:
-    wall = cpu = 0.0
+    wall = cpu = server = 0.0
     for i in range(WARMUP + steps):
         if i == WARMUP:
             contender.counter.wire, wall, cpu = 0, time.perf_counter(), time.process_time()
+            server = process_cpu_s(contender.server_pid)
         image = contender.step(i)
         assert image.dtype == np.uint8 and image.shape[:2] == (size, size), (image.dtype, image.shape)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    server = process_cpu_s(contender.server_pid) - server
     return {"steps/s": steps / wall, "ms": 1000 * wall / steps, "cpu_ms": 1000 * cpu / steps,
-            "wire": contender.counter.wire / steps}  # fmt: skip
+            "server_cpu_ms": 1000 * server / steps, "wire": contender.counter.wire / steps}  # fmt: skip
 
 
 def breakdown(size: int, n: int) -> list[tuple[str, float]]:
@@ -241,7 +273,7 @@ def breakdown(size: int, n: int) -> list[tuple[str, float]]:
     from openenv.core.env_server.types import WSObservationResponse
 
     from unirender.cluster.local import LocalBackend
-    from unirender.openenv.ai2thor import STEP_METADATA_KEYS
+    from unirender.openenv.ai2thor import step_metadata
     from unirender.openenv.images import image_fields
 
     times: dict[str, list[float]] = {}
@@ -258,7 +290,7 @@ def breakdown(size: int, n: int) -> list[tuple[str, float]]:
         try:
             for i in range(WARMUP + n):
                 event = timed("player step (both paths)", lambda i=i: session.step({"action": AI2THOR_ACTIONS[i % 2]}))
-                info = {k: event.metadata[k] for k in STEP_METADATA_KEYS if k in event.metadata}
+                info = timed("the observation's metadata keys (server)", lambda event=event: step_metadata(event))
                 for fmt in ("png", "array"):
                     fields = timed(f"{fmt}: encode the image", lambda fmt=fmt, frame=event.frame: image_fields({"rgb": frame}, fmt))
                     obs = timed(f"{fmt}: the observation model", lambda fields=fields, info=info: UnirenderObservation(
@@ -281,6 +313,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--formats", nargs="+", default=["png", "array"])
+    parser.add_argument(
+        "--baseline-src",
+        type=Path,
+        default=None,
+        help="a src/ folder of an earlier unirender (git archive REV src | tar -x -C DIR): its openenv server "
+        "runs beside this one, its png and array paths interleaved with the rest (client decoding as then)",
+    )
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp_name:
@@ -299,24 +338,45 @@ def main() -> None:
                      "--max-sessions", str(len(args.formats) + 1)],
                     tmp / f"openenv-{size}.log", r"on (http://127\.0\.0\.1:\d+)")  # fmt: skip
                 opened = []
+                baseline = None
+                if args.baseline_src:
+                    env_vars = {**os.environ, "PYTHONPATH": str(args.baseline_src.resolve())}
+                    baseline, baseline_url = start(
+                        [sys.executable, "-m", "unirender.cli", "openenv", "serve", str(spec), "--port", "0",
+                         "--max-sessions", str(len(args.formats))],
+                        tmp / f"openenv-baseline-{size}.log", r"on (http://127\.0\.0\.1:\d+)", env=env_vars)  # fmt: skip
                 try:
                     client = CountingClient(service_url)
                     contender, session = service_contender(client, args.family, size)
+                    contender.server_pid = service.pid
                     opened.append(session.stop)
                     contenders = [contender]
                     for image_format in args.formats:
                         contender, env = openenv_contender(openenv_url, args.family, image_format)
+                        contender.server_pid = openenv.pid
                         opened.append(env.close)
                         contenders.append(contender)
                     contender, closer = openenv_async_contender(openenv_url, args.family)
+                    contender.server_pid = openenv.pid
                     opened.append(closer.close)
                     contenders.append(contender)
+                    if baseline is not None:
+                        for image_format in args.formats:
+                            contender, env = openenv_contender(baseline_url, args.family, image_format, " (before)")
+                            contender.server_pid = baseline.pid
+                            opened.append(env.close)
+                            contenders.append(contender)
                     best: dict[str, dict] = {}
+                    cpu: dict[str, list] = {}
                     for _ in range(args.rounds):
                         for c in contenders:
                             result = run(c, args.steps, size)
+                            cpu.setdefault(c.name, []).append((result["cpu_ms"], result["server_cpu_ms"]))
                             if c.name not in best or result["ms"] < best[c.name]["ms"]:
                                 best[c.name] = result
+                    for c in contenders:  # CPU: the median round (steadier than the fastest's, on a shared machine)
+                        best[c.name]["cpu_ms"] = statistics.median(v[0] for v in cpu[c.name])
+                        best[c.name]["server_cpu_ms"] = statistics.median(v[1] for v in cpu[c.name])
                     base = best[contenders[0].name]["ms"]
                     for c in contenders:
                         rows.append((size, c.name, best[c.name], best[c.name]["ms"] / base))
@@ -324,6 +384,8 @@ def main() -> None:
                     for close in reversed(opened):
                         close()
                     openenv.terminate(grace=10)
+                    if baseline is not None:
+                        baseline.terminate(grace=10)
         finally:
             service.terminate(grace=10)
     if args.family == "ai2thor":
@@ -332,12 +394,13 @@ def main() -> None:
             print("| stage | ms |\n|---|---|")
             for name, ms in breakdown(size, args.steps * args.rounds // 2):
                 print(f"| {name} | {ms:.3f} |")
-    print(f"\n{args.family}, best of {args.rounds} interleaved rounds of {args.steps} steps")
-    print("| size | path | steps/s | ms/step | vs service | wire bytes/step | client CPU ms/step |")
-    print("|---|---|---|---|---|---|---|")
+    print(f"\n{args.family}, best of {args.rounds} interleaved rounds of {args.steps} steps (CPU: the median round;"
+          " server: its process, not the players)")  # fmt: skip
+    print("| size | path | steps/s | ms/step | vs service | wire bytes/step | client CPU ms/step | server CPU ms/step |")
+    print("|---|---|---|---|---|---|---|---|")
     for size, name, r, ratio in rows:
         print(f"| {size}² | {name} | {r['steps/s']:.1f} | {r['ms']:.2f} | {ratio:.2f}x | {r['wire']:.0f} | "
-              f"{r['cpu_ms']:.2f} |")
+              f"{r['cpu_ms']:.2f} | {r['server_cpu_ms']:.2f} |")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from PIL import Image  # noqa: E402
 
 from unirender.errors import SpecError  # noqa: E402
 from unirender.openenv.app import TokenGate, load_served, presented_token, read_tokens, serve  # noqa: E402
-from unirender.openenv.images import decode_array, encode_array, encode_image  # noqa: E402
+from unirender.openenv.images import decode_array, decode_image, encode_array, encode_image  # noqa: E402
 
 TOKEN = "a-token-of-enough-length"
 
@@ -79,6 +79,43 @@ def test_images_round_trip_in_every_format():
     with pytest.raises(ValueError, match="JPEG"):
         encode_image(np.zeros((2, 2, 4), np.uint8), "jpeg")
     assert np.array_equal(decode_array(encode_array(depth).model_dump()), depth)
+    # decode_image (libspng for 8-bit PNGs, Pillow for the rest) gives what Pillow gives, in every form
+    for pixels in (rgb, np.dstack([rgb, rgb[:, :, :1]]), rgb[:, :, 0], rgb[:, :, :1], depth):
+        for image_format in ("png", "jpeg") if pixels.dtype == np.uint8 and pixels.ndim == 3 else ("png",):
+            if image_format == "jpeg" and pixels.shape[2] == 4:
+                continue
+            text = encode_image(pixels, image_format)
+            decoded = decode_image(text)
+            pillow = np.asarray(Image.open(io.BytesIO(base64.b64decode(text))))
+            assert decoded.dtype == pillow.dtype and np.array_equal(decoded, pillow), (pixels.shape, image_format)
+
+
+def test_arrays_are_standard_base64_with_or_without_pybase64(monkeypatch):
+    """pybase64 (the openenv extra's SIMD codec) and the standard library's fallback write the same text, any
+    client's base64 decoder reads it, and both refuse a character outside the alphabet."""
+    import importlib
+    import sys
+
+    import unirender.openenv.images as images
+
+    rgb = np.random.default_rng(1).integers(0, 256, (5, 7, 3), dtype=np.uint8)
+    strided = np.zeros((5, 14, 3), np.uint8)[:, ::2]  # not C-contiguous: encode_array copies it first
+    strided[:] = rgb
+    fast = images.encode_array(strided)
+    monkeypatch.setitem(sys.modules, "pybase64", None)  # the import fails: the standard library's codec
+    try:
+        fallback = importlib.reload(images)
+        assert fallback.encode_array(rgb) == fast
+        assert base64.b64decode(fast.data, validate=True) == rgb.tobytes()
+        assert np.array_equal(fallback.decode_array(fast), rgb)
+        with pytest.raises(ValueError):  # binascii.Error
+            fallback.decode_array({"dtype": "|u1", "shape": [3], "data": "AA$A"})
+    finally:
+        monkeypatch.undo()
+        images = importlib.reload(images)
+    assert np.array_equal(images.decode_array(fast.model_dump()), rgb)
+    with pytest.raises(ValueError):
+        images.decode_array({"dtype": "|u1", "shape": [3], "data": "AA$A"})
 
 
 def test_token_files_say_what_is_wrong(tmp_path):
@@ -127,3 +164,33 @@ def test_a_webgl_action_is_a_declared_name_and_nothing_else():
         adapter.session_action(UnirenderAction(discrete_actions=[1]), None)
     with pytest.raises(ValueError, match="no scene or environment_parameters"):
         adapter.first_event(None, False, {"scene": "FloorPlan1"})
+
+
+def test_ai2thor_step_metadata_is_read_from_the_players_msgpack_as_a_full_decode_reads_it():
+    """The five keys an AI2-THOR observation carries are scanned from the agent's msgpack map (the rest of the
+    map, e.g. every object, is skipped); where the event has no such bytes, or they do not scan, the decoded
+    metadata gives them, the same values."""
+    import msgpack
+
+    from unirender.openenv.ai2thor import step_metadata
+
+    agent = {
+        "objects": [{"objectId": f"Cup|{i}", "position": {"x": i, "y": 0.5, "z": -i}} for i in range(50)],
+        "lastActionSuccess": False,
+        "errorMessage": "blocked",
+        "sceneName": "FloorPlan1",
+        "agent": {"position": {"x": 1.0, "y": 0.9, "z": -0.5}, "rotation": {"y": 90.0}, "isStanding": True},
+        "actionReturn": {1: [2, 3]},  # an int key: what strict_map_key=False exists for
+    }  # no lastAction: a key the player left out stays out
+
+    class Event:
+        def __init__(self, raw):
+            self.raw, self.metadata = raw, dict(agent)
+
+        def metadata_msgpack(self):
+            return self.raw
+
+    expected = {k: agent[k] for k in ("lastActionSuccess", "errorMessage", "sceneName", "agent")}
+    for raw in (msgpack.packb(agent), memoryview(msgpack.packb(agent)), None, b"\xc1 not msgpack"):
+        read = step_metadata(Event(raw))
+        assert read == expected and list(read) == list(expected), raw

@@ -27,7 +27,7 @@ from fixtures.openenv_server import TOKEN, OpenEnvServer, token_file  # noqa: E4
 from fixtures.webgl import ACTIONS as WEBGL_ACTIONS  # noqa: E402
 from fixtures.webgl import GAME as WEBGL_GAME  # noqa: E402
 from unirender.openenv import UnirenderAction, UnirenderObservation, UnirenderState  # noqa: E402
-from unirender.openenv.images import decode_array  # noqa: E402
+from unirender.openenv.images import decode_array, decode_image  # noqa: E402
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -98,7 +98,10 @@ def first_action(state: UnirenderState) -> UnirenderAction:
 
 
 def png_pixels(b64: str) -> np.ndarray:
-    return np.asarray(Image.open(io.BytesIO(base64.b64decode(b64))))
+    """As docs/openenv.md's client reads an image (decode_image: libspng), checked against Pillow's reading."""
+    pixels = decode_image(b64)
+    assert np.array_equal(pixels, np.asarray(Image.open(io.BytesIO(base64.b64decode(b64)))))
+    return pixels
 
 
 def test_reset_steps_with_images_and_state(server):
