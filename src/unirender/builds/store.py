@@ -406,6 +406,11 @@ class BuildStore:
             os.link(path, blob)
             self._created.blobs.append(blob)
         except FileExistsError:
+            with contextlib.suppress(FileNotFoundError):
+                if os.path.samestat(os.lstat(path), os.lstat(blob)):
+                    # It is that blob already (a fetch's verified arrival that an earlier, failed publish interned):
+                    # renaming one link over another of the same file would do nothing and leave the spare behind.
+                    return None
             spare = f"{os.fspath(path)}.~link"
             try:
                 os.link(blob, spare)
