@@ -131,6 +131,24 @@ def test_a_cut_fetch_resumes_without_moving_verified_bytes_again(origin, tmp_pat
     assert node.verify(build.digest) == []
 
 
+def test_a_fetch_whose_publish_failed_publishes_on_the_next_try_without_moving_anything(origin, tmp_path):
+    """A store too small for the build: the fetch verifies every blob and interns them, then its publish fails and
+    publishes nothing. The next try (room made) finds every blob verified, moves nothing, and publishes exactly the
+    manifest's tree (a blob interned by the failed try is the arrival itself: nothing is left beside it)."""
+    store, build = origin
+    root = tmp_path / "node"
+    with pytest.raises(BuildFetchError, match="StoreFullError"):
+        fetch(BuildStore(root, max_bytes=1000), build.digest, StoreSource(store), chunk=CHUNK)
+    assert BuildStore(root, max_bytes=None).digests() == []
+    again = Counting(StoreSource(store))
+    stats = FetchStats()
+    node = BuildStore(root, max_bytes=None)
+    assert fetch(node, build.digest, again, chunk=CHUNK, stats=stats).digest == build.digest
+    assert again.bytes == 0 and stats.blobs_moved == 0 and stats.blobs_present > 0
+    assert node.verify(build.digest) == []
+    assert not list(node.get(build.digest).root.rglob("*.~link"))
+
+
 def test_concurrent_fetches_in_threads_fetch_once(origin, tmp_path):
     store, build = origin
     node_root = tmp_path / "node"

@@ -342,12 +342,13 @@ def test_a_blob_damaged_at_the_driver_is_fetched_again_on_the_node(cluster, stor
             super().__init__(root)
             self.damaged = False
 
-        def read(self, sha256: str, offset: int, length: int, node: str | None = None) -> bytes:
-            data = super().read(sha256, offset, length, node)
-            if sha256 == target and not self.damaged:
-                self.damaged = True
-                data = bytes([data[0] ^ 1]) + data[1:]
-            return data
+        def send(self, sock, digest: str, sha256: str, offset: int, count: int, node: str | None = None) -> int:
+            if sha256 != target or self.damaged:
+                return super().send(sock, digest, sha256, offset, count, node)
+            self.damaged = True
+            data = self.read(sha256, offset, count, node)  # counted as served, as the blob's bytes are
+            sock.sendall(bytes([data[0] ^ 1]) + data[1:])
+            return len(data)
 
     monkeypatch.setattr(ray_backend, "StoreServer", DamagedOnce)
     node_store = tmp_path / "node-damaged"

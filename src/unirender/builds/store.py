@@ -237,14 +237,16 @@ class BuildStore:
         staging = self.builds_dir / f".staging-{secrets.token_hex(8)}"
         (staging / "files").mkdir(parents=True)
         self._created.blobs = []
+        # The blob shard folders (blobs/sha256/<ab>) known to exist: one mkdir per shard per add, not one per file.
+        self._created.shards = set()
         try:
             yield staging
         except BaseException as exc:
             remove_tree(staging)
             for blob in self._created.blobs:
                 with contextlib.suppress(OSError):
-                    if blob.lstat().st_nlink == 1:
-                        blob.unlink()
+                    if os.lstat(blob).st_nlink == 1:
+                        os.unlink(blob)
             if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise BuildError(
                     f"no space left in the build store {self.root} ({exc}); nothing was published"
@@ -253,6 +255,7 @@ class BuildStore:
         finally:
             remove_tree(staging)
             self._created.blobs = []
+            self._created.shards = set()
 
     # ------------------------------------------------------------------ adding
     def add(self, source: str | os.PathLike, name: str | None = None, *, max_bytes: int = archive.DEFAULT_MAX_BYTES,
@@ -384,16 +387,31 @@ class BuildStore:
                 return False
             raise
 
-    def _intern(self, path: Path, sha: str, executable: bool) -> None:
+    def _blob_file(self, sha: str, executable: bool) -> str:
+        """:meth:`blob_path` as a string: interning a build of thousands of files made a ``Path`` per file in
+        several places, a measurable share of a fetch's CPU (benchmarks/README.md, "Builds reaching render hosts")."""
+        return f"{self.root}/blobs/sha256/{sha[:2]}/{sha}{'.x' if executable else ''}"
+
+    def _intern(self, path: str | os.PathLike, sha: str, executable: bool) -> None:
         """Make staged file ``path`` the blob of ``sha``, or a link to the blob already stored."""
         os.chmod(path, 0o555 if executable else 0o444)
-        blob = self.blob_path(sha, executable)
-        blob.parent.mkdir(exist_ok=True)
+        blob = self._blob_file(sha, executable)
+        shards = getattr(self._created, "shards", None)
+        if shards is None or sha[:2] not in shards:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(os.path.dirname(blob))
+            if shards is not None:
+                shards.add(sha[:2])
         try:
             os.link(path, blob)
             self._created.blobs.append(blob)
         except FileExistsError:
-            spare = path.with_name(path.name + ".~link")
+            with contextlib.suppress(FileNotFoundError):
+                if os.path.samestat(os.lstat(path), os.lstat(blob)):
+                    # It is that blob already (a fetch's verified arrival that an earlier, failed publish interned):
+                    # renaming one link over another of the same file would do nothing and leave the spare behind.
+                    return None
+            spare = f"{os.fspath(path)}.~link"
             try:
                 os.link(blob, spare)
             except FileNotFoundError:
