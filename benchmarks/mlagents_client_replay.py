@@ -15,13 +15,12 @@ import argparse
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mlagents_service import BEHAVIOR, serve  # noqa: E402
+from mlagents_service import BEHAVIOR, best_cpu_ms, reference_env, serve  # noqa: E402
 
 _REPLAYER = """
 import socket, sys, time
@@ -53,10 +52,8 @@ def capture(url: str, size: int, path: Path) -> dict:
     """One batched step's answer (head and body, as sent) -> ``path``; returns the session's start info."""
     from unirender.client import Client
 
-    env = {"protocol": "mlagents", "executable": "builtin", "platform": "EGL", "width": size, "height": size,
-           "time_scale": 100, "env": {"UNIRENDER_MLAGENTS_AGENTS": "2"}}  # fmt: skip
     with Client(url) as client:
-        session = client.session(env)
+        session = client.session(reference_env(size))
         try:
             session.step({})
             conn = client._connection
@@ -93,15 +90,7 @@ def measure(answer: Path, info: dict, pause_ms: float, steps: int, rounds: int) 
                 decision = session.step(actions).decision_steps[BEHAVIOR]
                 decision.frames["CameraSensor"], decision.obs[1]
 
-            for _ in range(20):
-                step()
-            best = float("inf")
-            for _ in range(rounds):
-                cpu = time.process_time()
-                for _ in range(steps):
-                    step()
-                best = min(best, 1000 * (time.process_time() - cpu) / steps)
-            return best
+            return best_cpu_ms(step, steps, rounds, warmup=20)
     finally:
         replayer.kill()
         replayer.wait()

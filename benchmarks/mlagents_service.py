@@ -41,6 +41,26 @@ BEHAVIOR = "ReachTarget?team=0"
 WARMUP = 5
 
 
+def reference_env(size: int) -> dict:
+    """The reference game's environment at ``size`` x ``size`` (builtin player, 2 agents, EGL, time scale 100)."""
+    return {"protocol": "mlagents", "executable": "builtin", "platform": "EGL", "width": size, "height": size,
+            "time_scale": 100, "env": {"UNIRENDER_MLAGENTS_AGENTS": "2"}}  # fmt: skip
+
+
+def best_cpu_ms(step, steps: int, rounds: int, warmup: int = WARMUP) -> float:
+    """``step()`` run ``warmup`` times, then ``rounds`` rounds of ``steps`` calls: the best round's CPU ms per call
+    (``time.process_time``: this process's own)."""
+    for _ in range(warmup):
+        step()
+    best = float("inf")
+    for _ in range(rounds):
+        cpu = time.process_time()
+        for _ in range(steps):
+            step()
+        best = min(best, 1000 * (time.process_time() - cpu) / steps)
+    return best
+
+
 def counting_client(url: str):
     """A client that counts the bytes of each request and response on its loopback connection (bodies and heads
     as sent)."""
@@ -127,15 +147,7 @@ def socket_floor(nbytes: int, steps: int, rounds: int) -> float:
                 while got < nbytes:
                     got += sock.recv_into(view[got:])
 
-            for _ in range(WARMUP):
-                read()
-            best = float("inf")
-            for _ in range(rounds):
-                cpu = time.process_time()
-                for _ in range(steps):
-                    read()
-                best = min(best, 1000 * (time.process_time() - cpu) / steps)
-            return best
+            return best_cpu_ms(read, steps, rounds)
     finally:
         sender.kill()
         sender.wait()
@@ -146,10 +158,8 @@ def worker(url: str, size: int, body: str) -> None:
     end of input stops the session."""
     from unirender import http_format
 
-    env = {"protocol": "mlagents", "executable": "builtin", "platform": "EGL", "width": size, "height": size,
-           "time_scale": 100, "env": {"UNIRENDER_MLAGENTS_AGENTS": "2"}}  # fmt: skip
     with counting_client(url) as client:
-        session = client.session(env)
+        session = client.session(reference_env(size))
         try:
             if body == "today":  # today's client: JSON list actions, the per-agent records
                 session.batched, session.request_format = False, http_format.JSON
