@@ -92,3 +92,33 @@ def test_the_suite_fails_under_ci_when_ray_is_missing(tmp_path):
     assert "missing dependency under CI: ray" in done.stdout
     skipped = run_pytest(args, repo, ci=False, pythonpath=[tmp_path, repo / "src", TESTS])
     assert skipped.returncode == 5 and "could not import 'ray'" in skipped.stdout  # nothing collected
+
+
+# The same skips from inside a test and from a fixture's setup (require_chromium() in a fixture, an importorskip
+# in a test body): the run-phase reports, not the collection's.
+IN_TESTS = """
+    import pytest
+
+    @pytest.fixture
+    def browser():
+        pytest.skip("missing dependency: chromium (Debian's chromium package)")
+
+    def test_imports_late():
+        pytest.importorskip("unirender_no_such_extra")
+
+    def test_in_a_browser(browser): pass
+"""
+
+
+def test_skips_inside_tests_and_fixtures_fail_under_ci_too(tmp_path):
+    (tmp_path / "test_late.py").write_text(textwrap.dedent(IN_TESTS))
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    args = ["-p", "fixtures.dependency_skips", "."]
+    done = run_pytest(args, tmp_path, ci=True, pythonpath=[TESTS])
+    out = done.stdout
+    assert done.returncode == 1, out
+    assert "missing dependency under CI: unirender_no_such_extra" in out
+    assert "missing dependency under CI: chromium (Debian's chromium package)" in out
+    assert "1 failed, 1 error in" in out, out  # the test body's failed, the fixture's setup errored: none skipped
+    skipped = run_pytest(args, tmp_path, ci=False, pythonpath=[TESTS])
+    assert skipped.returncode == 0 and "2 skipped" in skipped.stdout, skipped.stdout
