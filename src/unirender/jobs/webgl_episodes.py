@@ -23,11 +23,10 @@ import numpy as np
 
 from unirender.errors import UnirenderError
 from unirender.jobs.units import EpisodeFailed, limit_end
+from unirender.protocol.webgl_event import FRAME_KEY
 from unirender.simulator import WEBGL
 from unirender.spec.models import RenderSpec
 from unirender.spec.webgl import WebGLEpisodeSpec, WebGLJobSpec
-
-FRAME_KEY = "rgb"
 
 
 @dataclass(frozen=True)
