@@ -263,7 +263,7 @@ def serve(
                 log_level="warning",
                 lifespan="on",
                 ws_per_message_deflate=False,
-                ws_max_size=MAX_MESSAGE_BYTES,  # a bigger message closes the socket (1009) unread
+                ws_max_size=MAX_MESSAGE_BYTES,  # a bigger message closes the socket, unread
             )
             uvicorn.Server(config).run(sockets=[sock])
         finally:
