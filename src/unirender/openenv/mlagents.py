@@ -117,7 +117,7 @@ class MLAgentsAdapter:
             raise ValueError(f"{kind}_actions: {exc.message}") from None
         return {behavior: {"continuous": checked.continuous, "discrete": checked.discrete}}
 
-    def outcome(self, session: Any, event: Any) -> Outcome:
+    def outcome(self, session: Any, event: Any, visual: bool) -> Outcome:
         for _ in range(_MAX_IDLE_STEPS):
             terminal = event.terminal_steps.get(self.behavior_name)
             if terminal is not None and len(terminal):
@@ -133,9 +133,10 @@ class MLAgentsAdapter:
                 f"behavior {self.behavior_name!r} asked for no decision in {_MAX_IDLE_STEPS} steps"
             )
         images, vector = {}, []
-        for i, name, visual in self.sensors:
-            if visual:
-                images[name] = np.asarray(steps.frames[name][0])
+        for i, name, is_image in self.sensors:
+            if is_image:
+                if visual:
+                    images[name] = np.asarray(steps.frames[name][0])
             else:
                 vector.extend(float(v) for v in np.asarray(steps.obs[i][0], np.float32).ravel())
         metadata: dict[str, Any] = {"agent_id": int(steps.agent_id[0]), "agents": len(steps)}

@@ -73,10 +73,10 @@ class WebGLAdapter:
             raise ValueError(f"{name!r} is not a declared action; {hint}declared: {', '.join(self.names)}")
         return name
 
-    def outcome(self, session: Any, event: Any) -> Outcome:
+    def outcome(self, session: Any, event: Any, visual: bool) -> Outcome:
         return Outcome(
             event=event,
-            images={CANVAS: event.frame},
+            images={CANVAS: event.frame} if visual else {},
             reward=float(event.reward),
             done=bool(event.done),
             metadata={"messages": list(event.messages), "emitted": dict(event.metadata)},
