@@ -72,19 +72,15 @@ def environment(family: str, size: int) -> dict:
 
 
 # -- the service ------------------------------------------------------------------------------------------------
-class CountingClient(Client):
-    """Counts the bytes of each request and response on its loopback connection (bodies and heads as sent)."""
+def counting_client(url: str) -> Client:
+    """A client that counts the bytes on its loopback connection: ``benchmarks/mlagents_service.py``'s, loaded by
+    path (this script takes benchmarks/ off sys.path, see above)."""
+    import importlib.util
 
-    wire = 0
-
-    def _direct_request(self, method, path, data, headers, params):
-        resp = super()._direct_request(method, path, data, headers, params)
-        sent = {**self._default_headers, **headers}
-        request_head = len(f"{method} {path} HTTP/1.1\r\nHost: {self.url}\r\n") + sum(
-            len(k) + len(str(v)) + 4 for k, v in sent.items()) + 2 + (len(str(len(data))) + 18 if data else 0)
-        response_head = 17 + sum(len(k) + len(v) + 4 for k, v in resp.headers.items()) + 2
-        self.wire += request_head + len(data or b"") + response_head + len(resp.content)
-        return resp
+    spec = importlib.util.spec_from_file_location("mlagents_service", ROOT / "benchmarks" / "mlagents_service.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.counting_client(url)
 
 
 def start(command: list[str], log: Path, pattern: str, env: dict | None = None) -> tuple[ManagedProcess, str]:
@@ -169,14 +165,15 @@ def process_cpu_s(pid: int | None) -> float:
 
 
 def actions_for(family: str, spec: dict):
+    """Step i's action for an OpenEnv client: AI2THOR_ACTIONS alternating, or random ML-Agents values."""
     if family == "ai2thor":
-        return lambda i: AI2THOR_ACTIONS[i % 2]
+        return lambda i: UnirenderAction(action={"action": AI2THOR_ACTIONS[i % 2]})
     rng = np.random.default_rng(0)
-    return lambda i: (rng.uniform(-1, 1, spec["continuous_size"]).tolist(),
-                      [int(rng.integers(0, b)) for b in spec["discrete_branches"]])  # fmt: skip
+    return lambda i: UnirenderAction(continuous_actions=rng.uniform(-1, 1, spec["continuous_size"]).tolist(),
+                                     discrete_actions=[int(rng.integers(0, b)) for b in spec["discrete_branches"]])  # fmt: skip
 
 
-def service_contender(client: CountingClient, family: str, size: int) -> tuple[Contender, object]:
+def service_contender(client: Client, family: str, size: int) -> tuple[Contender, object]:
     session = client.session(environment(family, size))
     if family == "ai2thor":
         def step(i: int) -> np.ndarray:
@@ -208,12 +205,7 @@ def openenv_contender(url: str, family: str, image_format: str, label: str = "")
     pick = actions_for(family, spec)
 
     def step(i: int) -> np.ndarray:
-        if family == "ai2thor":
-            action = UnirenderAction(action={"action": pick(i)})
-        else:
-            continuous, discrete = pick(i)
-            action = UnirenderAction(continuous_actions=continuous, discrete_actions=discrete)
-        return image_of(env.step(action).observation, stdlib=bool(label))
+        return image_of(env.step(pick(i)).observation, stdlib=bool(label))
 
     return Contender(f"openenv {image_format}{label}", step, client), env
 
@@ -230,12 +222,7 @@ def openenv_async_contender(url: str, family: str) -> tuple[Contender, object]:
     pick = actions_for(family, loop.run_until_complete(client.state()).action_spec)
 
     def step(i: int) -> np.ndarray:
-        if family == "ai2thor":
-            action = UnirenderAction(action={"action": pick(i)})
-        else:
-            continuous, discrete = pick(i)
-            action = UnirenderAction(continuous_actions=continuous, discrete_actions=discrete)
-        return image_of(loop.run_until_complete(client.step(action)).observation)
+        return image_of(loop.run_until_complete(client.step(pick(i))).observation)
 
     class Closer:
         @staticmethod
@@ -346,7 +333,7 @@ def main() -> None:
                          "--max-sessions", str(len(args.formats))],
                         tmp / f"openenv-baseline-{size}.log", r"on (http://127\.0\.0\.1:\d+)", env=env_vars)  # fmt: skip
                 try:
-                    client = CountingClient(service_url)
+                    client = counting_client(service_url)
                     contender, session = service_contender(client, args.family, size)
                     contender.server_pid = service.pid
                     opened.append(session.stop)

@@ -14,7 +14,7 @@ pytest.importorskip("openenv.core")  # the openenv extra
 from PIL import Image  # noqa: E402
 
 from unirender.errors import SpecError  # noqa: E402
-from unirender.openenv.app import TokenGate, load_served, presented_token, read_tokens, serve  # noqa: E402
+from unirender.openenv.app import BodyLimit, TokenGate, load_served, presented_token, read_tokens, serve  # noqa: E402
 from unirender.openenv.images import decode_array, decode_image, encode_array, encode_image  # noqa: E402
 
 TOKEN = "a-token-of-enough-length"
@@ -63,6 +63,33 @@ def test_the_gate_lets_a_token_through_and_refuses_the_rest_before_the_app():
     assert not reached and sent[0]["status"] == 401 and b"token" in sent[1]["body"]
     reached, sent = run_gate("websocket", [])
     assert not reached and sent == [{"type": "websocket.close", "code": 1008}]
+
+
+def run_limit(chunks: list[bytes], headers: list) -> tuple[bytes | None, list, int]:
+    """What BodyLimit(limit 10) hands the app (None: the app was not called), what it sent, the chunks read."""
+    reached, sent, read = [], [], []
+
+    async def app(scope, receive, send):
+        reached.append((await receive())["body"])
+
+    async def send(message):
+        sent.append(message)
+
+    async def receive():
+        read.append(chunks[len(read)])
+        return {"type": "http.request", "body": read[-1], "more_body": len(read) < len(chunks)}
+
+    asyncio.run(BodyLimit(app, limit=10)({"type": "http", "path": "/step", "headers": headers}, receive, send))
+    return (reached[0] if reached else None), sent, len(read)
+
+
+def test_a_body_past_the_limit_is_refused_before_the_rest_is_read():
+    assert run_limit([b"12345", b"6789"], [(b"content-length", b"9")]) == (b"123456789", [], 2)
+    assert run_limit([b"12345", b"67890"], []) == (b"1234567890", [], 2)  # chunked, at the limit
+    body, sent, read = run_limit([b"x" * 11], [(b"content-length", b"11")])
+    assert body is None and read == 0 and sent[0]["status"] == 413  # refused from the head, nothing read
+    body, sent, read = run_limit([b"123456", b"789012", b"never"], [])  # chunked: refused at the chunk past it
+    assert body is None and read == 2 and sent[0]["status"] == 413 and b"at most 10" in sent[1]["body"]
 
 
 def test_images_round_trip_in_every_format():

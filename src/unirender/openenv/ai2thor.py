@@ -103,9 +103,9 @@ class AI2ThorAdapter:
             raise ValueError(f"unknown action {name!r}; this player has {', '.join(self.names)}")
         return dict(action.action)
 
-    def outcome(self, session: Any, event: Any) -> Outcome:
+    def outcome(self, session: Any, event: Any, visual: bool) -> Outcome:
         images = {}
-        for modality in self.modalities:
+        for modality in self.modalities if visual else ():
             frame = getattr(event, MODALITY_ATTRIBUTE[modality], None)
             if frame is not None:
                 images[modality] = frame

@@ -34,6 +34,10 @@ from unirender.openenv.environment import (
 from unirender.openenv.models import UnirenderAction, UnirenderObservation
 
 UNGATED_PATHS = frozenset({"/health"})  # a load balancer's probe proves nothing and learns nothing
+# The largest HTTP body or WebSocket message a client may send (the service's default limits.body_bytes): an
+# action or a reset's arguments are a few KB; past this the request is refused before the rest is read, so what
+# the server holds for a client is bounded whatever it sends (token or not).
+MAX_MESSAGE_BYTES = 4 * 2**20
 
 
 def read_tokens(path: str | os.PathLike) -> list[str]:
@@ -96,18 +100,67 @@ class TokenGate:
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})  # before accept: the handshake gets 403
             return
-        body = json.dumps({"detail": "a token is required: 'Authorization: Bearer TOKEN' (docs/openenv.md)"})
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"www-authenticate", b'Bearer realm="unirender", Basic realm="unirender"'),
-                ],
-            }
+        await _refuse(
+            send,
+            401,
+            "a token is required: 'Authorization: Bearer TOKEN' (docs/openenv.md)",
+            [(b"www-authenticate", b'Bearer realm="unirender", Basic realm="unirender"')],
         )
-        await send({"type": "http.response.body", "body": body.encode()})
+
+
+class BodyLimit:
+    """ASGI middleware: an HTTP body over ``limit`` bytes is refused (413) without reaching the app; the body is
+    read here, at most ``limit`` bytes of it, and handed on whole (OpenEnv's routes read it whole anyway).
+    WebSocket messages are bounded by uvicorn's ``ws_max_size`` (:func:`serve`)."""
+
+    def __init__(self, app: Any, limit: int = MAX_MESSAGE_BYTES):
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope.get("headers") or ()).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.limit):
+            await _refuse(send, 413, f"a request body is at most {self.limit} bytes")
+            return
+        chunks, size, message = [], 0, {"more_body": True}
+        while message.get("more_body", False):
+            message = await receive()
+            if message["type"] != "http.request":  # the client left: the app sees it leave
+                break
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.limit:
+                await _refuse(send, 413, f"a request body is at most {self.limit} bytes")
+                return
+        first = (
+            message
+            if message["type"] != "http.request"
+            else {"type": "http.request", "body": b"".join(chunks)}
+        )
+        replayed = False
+
+        async def replay() -> dict:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return first
+
+        await self.app(scope, replay, send)
+
+
+async def _refuse(send: Callable, status: int, detail: str, headers: list | None = None) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), *(headers or [])],
+        }
+    )
+    await send({"type": "http.response.body", "body": json.dumps({"detail": detail}).encode()})
 
 
 def load_served(
@@ -165,6 +218,7 @@ def create_openenv_app(served: ServedEnvironment, tokens: list[str] | None = Non
         app.add_exception_handler(
             error, lambda request, exc, status=status: JSONResponse({"detail": str(exc)}, status_code=status)
         )
+    app = BodyLimit(app)
     return TokenGate(app, tokens) if tokens else app
 
 
@@ -204,7 +258,13 @@ def serve(
             # No permessage-deflate: every observation's images are already compressed (PNG, JPEG) or raw
             # arrays whose base64 deflates poorly, and deflating them cost more than anything else the server
             # did per step (benchmarks/README.md, "OpenEnv"); a client that asks for it gets plain frames.
-            config = uvicorn.Config(app, log_level="warning", lifespan="on", ws_per_message_deflate=False)
+            config = uvicorn.Config(
+                app,
+                log_level="warning",
+                lifespan="on",
+                ws_per_message_deflate=False,
+                ws_max_size=MAX_MESSAGE_BYTES,  # a bigger message closes the socket, unread
+            )
             uvicorn.Server(config).run(sockets=[sock])
         finally:
             sock.close()

@@ -128,7 +128,7 @@ class UnirenderEnvironment(Environment[UnirenderAction, UnirenderObservation, Un
                     launched,
                     {"scene": scene, "environment_parameters": environment_parameters},
                 )
-                outcome = self._adapter.outcome(self._session, event)
+                outcome = self._adapter.outcome(self._session, event, bool(include_visual))
             except Exception as exc:
                 raise self._player_failed(exc) from exc
             self._state = self._state.model_copy(
@@ -155,7 +155,7 @@ class UnirenderEnvironment(Environment[UnirenderAction, UnirenderObservation, Un
             )  # ValueError: nothing sent
             try:
                 event = self._session.step(session_action)
-                outcome = self._adapter.outcome(self._session, event)
+                outcome = self._adapter.outcome(self._session, event, self._state.include_visual)
             except Exception as exc:
                 raise self._player_failed(exc) from exc
             self._state.step_count += 1

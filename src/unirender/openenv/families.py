@@ -14,8 +14,9 @@ An adapter is made per session, once its player has started, from ``session.desc
 - ``first_event(session, launched, options)``: the event a reset starts from;
 - ``session_action(action, last_event)``: what ``session.step`` takes (``ValueError`` for a bad action, before
   anything is sent);
-- ``outcome(session, event)``: an :class:`Outcome` (the adapter may step the session again, e.g. while no agent
-  asks for a decision).
+- ``outcome(session, event, visual)``: an :class:`Outcome`, with images only when ``visual`` (the session asked
+  for them: reading a frame decodes or converts it); the adapter may step the session again, e.g. while no agent
+  asks for a decision.
 """
 
 from __future__ import annotations

@@ -8,7 +8,6 @@ here."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,23 +15,22 @@ import numpy as np
 
 from unirender.openenv.families import Outcome
 from unirender.openenv.models import UnirenderAction
+from unirender.protocol.mlagents.actions import ActionError, check_behavior_action
+from unirender.protocol.mlagents.steps import ActionSpec
 from unirender.simulator import Description
 
 _MAX_IDLE_STEPS = 10_000  # steps waited for an agent to ask for a decision again (games may skip decisions)
 
 
-def _rows(values: list | None, n: int, width: int, what: str) -> list[list]:
-    """A flat list for every agent, or one list per agent, each ``width`` long."""
+def _rows(values: list | None, n: int, what: str) -> list[list] | None:
+    """A flat list for every agent, or one list per agent (None: zeros)."""
     if values is None:
-        return [[0] * width for _ in range(n)]
+        return None
     rows = values if values and isinstance(values[0], list) else [list(values)] * n
     if len(rows) != n:
         raise ValueError(
             f"{what}: {len(rows)} lists for {n} agents asking for a decision; give one list for all"
         )
-    for row in rows:
-        if len(row) != width:
-            raise ValueError(f"{what}: {len(row)} values, the behavior takes {width}")
     return rows
 
 
@@ -106,25 +104,20 @@ class MLAgentsAdapter:
         spec = self.behaviors[behavior]
         decision = last_event.decision_steps.get(behavior)
         n = len(decision) if decision is not None else 0
-        continuous = _rows(action.continuous_actions, n, spec.continuous, "continuous_actions")
-        discrete = _rows(action.discrete_actions, n, len(spec.discrete), "discrete_actions")
-        for row in continuous:
-            if not all(math.isfinite(v) for v in row):
-                raise ValueError(f"continuous_actions must be finite, not {row}")
-        for row in discrete:
-            for branch, (choice, size) in enumerate(zip(row, spec.discrete, strict=True)):
-                if not 0 <= choice < size:
-                    raise ValueError(
-                        f"discrete_actions: branch {branch} has {size} choices, not index {choice}"
-                    )
-        return {
-            behavior: {
-                "continuous": np.asarray(continuous, np.float32).reshape(n, spec.continuous),
-                "discrete": np.asarray(discrete, np.int32).reshape(n, len(spec.discrete)),
-            }
+        rows = {
+            "continuous": _rows(action.continuous_actions, n, "continuous_actions"),
+            "discrete": _rows(action.discrete_actions, n, "discrete_actions"),
         }
+        try:  # the one check every way in shares: widths, finite values, choices inside their branches
+            checked = check_behavior_action(
+                rows, ActionSpec(spec.continuous, tuple(spec.discrete)), n, behavior
+            )
+        except ActionError as exc:  # named by the field it was given in
+            kind = exc.path.removeprefix(f"actions.{behavior}.").split(".", 1)[0]
+            raise ValueError(f"{kind}_actions: {exc.message}") from None
+        return {behavior: {"continuous": checked.continuous, "discrete": checked.discrete}}
 
-    def outcome(self, session: Any, event: Any) -> Outcome:
+    def outcome(self, session: Any, event: Any, visual: bool) -> Outcome:
         for _ in range(_MAX_IDLE_STEPS):
             terminal = event.terminal_steps.get(self.behavior_name)
             if terminal is not None and len(terminal):
@@ -140,9 +133,10 @@ class MLAgentsAdapter:
                 f"behavior {self.behavior_name!r} asked for no decision in {_MAX_IDLE_STEPS} steps"
             )
         images, vector = {}, []
-        for i, name, visual in self.sensors:
-            if visual:
-                images[name] = np.asarray(steps.frames[name][0])
+        for i, name, is_image in self.sensors:
+            if is_image:
+                if visual:
+                    images[name] = np.asarray(steps.frames[name][0])
             else:
                 vector.extend(float(v) for v in np.asarray(steps.obs[i][0], np.float32).ravel())
         metadata: dict[str, Any] = {"agent_id": int(steps.agent_id[0]), "agents": len(steps)}

@@ -13,11 +13,12 @@ from typing import Any
 
 from unirender.openenv.families import Outcome
 from unirender.openenv.models import UnirenderAction
+from unirender.protocol.webgl_event import FRAME_KEY
 from unirender.simulator import Description
 from unirender.spec.errors import did_you_mean
 from unirender.spec.webgl import NOOP
 
-CANVAS = "rgb"  # the image's name, as a WebGL dataset frame and the service's WebGL event name it
+CANVAS = FRAME_KEY  # the image's name, as a WebGL dataset frame and the service's WebGL event name it
 
 
 class WebGLAdapter:
@@ -72,10 +73,10 @@ class WebGLAdapter:
             raise ValueError(f"{name!r} is not a declared action; {hint}declared: {', '.join(self.names)}")
         return name
 
-    def outcome(self, session: Any, event: Any) -> Outcome:
+    def outcome(self, session: Any, event: Any, visual: bool) -> Outcome:
         return Outcome(
             event=event,
-            images={CANVAS: event.frame},
+            images={CANVAS: event.frame} if visual else {},
             reward=float(event.reward),
             done=bool(event.done),
             metadata={"messages": list(event.messages), "emitted": dict(event.metadata)},

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-FRAME_KEY = "rgb"  # the canvas in a dataset frame and an event document (jobs.webgl_episodes, service.webgl_sessions)
+FRAME_KEY = "rgb"  # the canvas in a dataset frame, an event document and an OpenEnv observation (the one definition)
 
 
 @dataclass
