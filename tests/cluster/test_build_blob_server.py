@@ -4,6 +4,9 @@ and by plain requests for what that client never sends. It speaks the service's 
 
 from __future__ import annotations
 
+import json
+import socket
+
 import pytest
 import requests
 
@@ -86,3 +89,47 @@ def test_ranges_batches_and_what_is_not_the_builds_are_answered_as_the_service_d
     assert code(requests.post(f"{base}/blobs", data=b"not json", headers=auth, timeout=30)) == (
         400, "invalid_parameter")  # fmt: skip
     assert code(requests.get(f"{endpoint['url']}/elsewhere", headers=auth, timeout=30)) == (404, "not_found")
+
+
+def answer_until_closed(sock: socket.socket) -> tuple[int, dict]:
+    """Everything the server sends until it closes the connection: the status and the JSON error."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), json.loads(body)["error"]
+
+
+def test_a_batch_body_is_read_only_after_its_token_and_within_its_bound(served):
+    """``POST .../blobs`` announcing a terabyte: without the token the head alone gets the 401, with it the 413;
+    nothing of the body is waited for (none is sent), and the connection is closed behind the refusal."""
+    _server, endpoint, build = served
+    host, port = endpoint["url"].removeprefix("http://").split(":")
+    for auth, status, code in (("", 401, "unauthorized"), ("Authorization: Bearer not-the-token\r\n", 401,
+                               "unauthorized"), (f"Authorization: Bearer {endpoint['token']}\r\n", 413,
+                               "batch_too_large")):  # fmt: skip
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            sock.sendall(f"POST /v1/builds/{build.digest}/blobs HTTP/1.1\r\nHost: x\r\n{auth}"
+                         "Content-Type: application/json\r\nContent-Length: 1000000000000\r\n\r\n".encode())
+            answered, error = answer_until_closed(sock)
+        assert (answered, error["code"]) == (status, code)
+
+
+def test_no_request_names_a_file_outside_the_builds_blobs(served):
+    """A blob is served only as a file of the build asked about: a path in a batch's body or in the URL is no
+    blob's name, whatever it points at."""
+    _server, endpoint, build = served
+    auth = {"Authorization": f"Bearer {endpoint['token']}"}
+    base = f"{endpoint['url']}/v1/builds/{build.digest}"
+    manifest_path = f"../../builds/{build.digest.removeprefix('sha256:')}/manifest.json"
+    for name in (manifest_path, "/etc/passwd", f"{files(build)[0][0]}/../../x", files(build)[0][0].upper()):
+        answer = requests.post(f"{base}/blobs", json={"blobs": [name]}, headers=auth, timeout=30)
+        assert (answer.status_code, answer.json()["error"]["code"]) == (404, "blob_not_found"), name
+    host, port = endpoint["url"].removeprefix("http://").split(":")
+    for path in (f"/blobs/{manifest_path}", "/blobs/..%2f..%2fmanifest.json", f"/../../{build.digest}/manifest"):
+        with socket.create_connection((host, int(port)), timeout=30) as sock:  # the path sent as written
+            sock.sendall(f"GET /v1/builds/{build.digest}{path} HTTP/1.1\r\nHost: x\r\n"
+                         f"Authorization: Bearer {endpoint['token']}\r\nConnection: close\r\n\r\n".encode())
+            answered, error = answer_until_closed(sock)
+        assert (answered, error["code"]) == (404, "not_found"), path
+
