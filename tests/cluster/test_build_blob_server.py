@@ -13,6 +13,7 @@ import requests
 from fixtures.unity_builds import make_build
 from unirender.builds import BuildFetchError, BuildStore, manifest
 from unirender.builds.fetch import BATCH_BLOBS, FetchStats, ServiceSource, fetch
+from unirender.cluster import ray_builds
 from unirender.cluster.ray_builds import NODE_HEADER, StoreServer
 
 
@@ -133,3 +134,19 @@ def test_no_request_names_a_file_outside_the_builds_blobs(served):
             answered, error = answer_until_closed(sock)
         assert (answered, error["code"]) == (404, "not_found"), path
 
+
+def test_a_silent_connection_is_closed_and_holds_no_thread(monkeypatch, tmp_path):
+    """A peer that sends half a head, or a batch's head and then none of its body, is dropped after ``IDLE_S``:
+    it holds none of the server's threads for ever."""
+    monkeypatch.setattr(ray_builds, "IDLE_S", 0.5)
+    server = StoreServer(str(BuildStore(tmp_path / "store").root))
+    try:
+        endpoint = server.endpoint("127.0.0.1")
+        host, port = endpoint["url"].removeprefix("http://").split(":")
+        for sent in (b"GET /v1/builds/", f"POST /v1/builds/sha256:{'0' * 64}/blobs HTTP/1.1\r\nHost: x\r\n"
+                     f"Authorization: Bearer {endpoint['token']}\r\nContent-Length: 100\r\n\r\n{{".encode()):
+            with socket.create_connection((host, int(port)), timeout=30) as sock:
+                sock.sendall(sent)
+                assert sock.recv(65536) == b""  # the server's close: nothing answered, the connection ended
+    finally:
+        server.close()

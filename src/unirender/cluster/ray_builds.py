@@ -38,6 +38,10 @@ _ROUTE = re.compile(r"^/v1/builds/(sha256:[0-9a-f]{64})/(?:(manifest)|blobs/([0-
 _BATCH_ROUTE = re.compile(r"^/v1/builds/(sha256:[0-9a-f]{64})/blobs$")
 _BATCH_BODY = 1 << 20  # a batch's request: BATCH_BLOBS sha256s in JSON fit well within it
 _RANGE = re.compile(r"^bytes=(\d+)-(\d*)$")
+# Seconds a connection may stay silent (a head, a body or a read of what is sent that stalls; an idle keep-alive
+# one): without it, anyone reaching the driver's address held a thread of the actor per connection for ever. A
+# node's client opens a new connection when an idle one was closed (``ServiceSource``).
+IDLE_S = 60.0
 
 
 class StoreServer:
@@ -144,6 +148,7 @@ def _blob_handler(owner: StoreServer) -> type[BaseHTTPRequestHandler]:
     class BlobHandler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive: a node's fetching thread asks for blob after blob on one
         disable_nagle_algorithm = True  # a head and its body are two writes: never wait for the ACK between
+        timeout = IDLE_S  # on each read and write of the socket: a silent peer's connection is closed
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
             pass
