@@ -73,6 +73,8 @@ def test_ranges_batches_and_what_is_not_the_builds_are_answered_as_the_service_d
     assert rest.status_code == 206 and rest.content == large_bytes[-5:]
     past = requests.get(f"{base}/blobs/{large}", headers={**auth, "Range": f"bytes={large_size}-"}, timeout=30)
     assert past.status_code == 416
+    backwards = requests.get(f"{base}/blobs/{large}", headers={**auth, "Range": "bytes=10-5"}, timeout=30)
+    assert backwards.status_code == 416  # not a 206 with a negative Content-Length
     batch = requests.post(f"{base}/blobs", json={"blobs": [small, small]}, headers=auth, timeout=30)
     small_bytes = next(p for x in (True, False) if (p := store.blob_path(small, x)).exists()).read_bytes()
     assert batch.status_code == 200 and batch.content == small_bytes * 2
@@ -148,5 +150,26 @@ def test_a_silent_connection_is_closed_and_holds_no_thread(monkeypatch, tmp_path
             with socket.create_connection((host, int(port)), timeout=30) as sock:
                 sock.sendall(sent)
                 assert sock.recv(65536) == b""  # the server's close: nothing answered, the connection ended
+    finally:
+        server.close()
+
+
+def test_an_empty_file_is_served_whole(tmp_path):
+    """A build's empty file over ``GET .../blobs/{sha256}``: a 200 with no body, on a connection that stays open
+    for the next request (sendfile refuses a count of 0: it once failed after the head went out)."""
+    source = make_build(tmp_path / "src", family="ai2thor", player="reference")
+    (source / "empty.txt").write_bytes(b"")
+    build = BuildStore(tmp_path / "driver").add(source)
+    empty = next(sha for sha, size in files(build) if size == 0)
+    server = StoreServer(str(tmp_path / "driver"))
+    try:
+        endpoint = server.endpoint("127.0.0.1")
+        with requests.Session() as session:
+            session.headers["Authorization"] = f"Bearer {endpoint['token']}"
+            base = f"{endpoint['url']}/v1/builds/{build.digest}"
+            answer = session.get(f"{base}/blobs/{empty}", timeout=30)
+            assert (answer.status_code, answer.content) == (200, b"")
+            assert session.get(f"{base}/manifest", timeout=30).status_code == 200
+        assert server.served()["?"]["manifests"] == 1
     finally:
         server.close()

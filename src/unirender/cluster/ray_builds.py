@@ -216,10 +216,11 @@ def _blob_handler(owner: StoreServer) -> type[BaseHTTPRequestHandler]:
             start, end = 0, size
             if (asked := self.headers.get("Range")) is not None:
                 match = _RANGE.match(asked.strip())
-                if match is None or int(match.group(1)) >= max(size, 1):
+                if match is not None:
+                    start = int(match.group(1))
+                    end = min(size, int(match.group(2)) + 1) if match.group(2) else size
+                if match is None or start >= end:  # past the end, or an end before its start (bytes=10-5)
                     return self._error(416, "range_not_satisfiable", f"{asked[:100]!r} of a {size}-byte blob")
-                start = int(match.group(1))
-                end = min(size, int(match.group(2)) + 1) if match.group(2) else size
             self.send_response(206 if asked is not None else 200)
             self.send_header("Content-Type", "application/octet-stream")
             self.send_header("Content-Length", str(end - start))
@@ -227,7 +228,8 @@ def _blob_handler(owner: StoreServer) -> type[BaseHTTPRequestHandler]:
                 self.send_header("Content-Range", f"bytes {start}-{end - 1}/{size}")
             self.end_headers()
             # The headers are out (wfile is unbuffered); the body through owner.send, which counts what it sent.
-            if owner.send(self.connection, digest, sha256, start, end - start, node) < end - start:
+            # (An empty blob has no body: sendfile refuses a count of 0.)
+            if end > start and owner.send(self.connection, digest, sha256, start, end - start, node) < end - start:
                 self.close_connection = True  # the file shrank under us (a store is read-only: damage): cut short
             return None
 
