@@ -84,24 +84,19 @@ class StoreServer:
     def authorized(self, header: str | None) -> bool:
         return header is not None and hmac.compare_digest(header.encode(), f"Bearer {self._token}".encode())
 
-    def blob_size(self, digest: str, sha256: str) -> int:
-        """The size of blob ``sha256`` as a file of build ``digest`` (BuildNotFoundError: not one of its files)."""
-        return self.blob_file(digest, sha256).stat().st_size
-
-    def blob_file(self, digest: str, sha256: str):
-        """The stored file of blob ``sha256`` as a file of build ``digest`` (BuildNotFoundError: not one of its
-        files)."""
+    def blob_file(self, digest: str, sha256: str) -> tuple[str, int]:
+        """The stored file of blob ``sha256`` as a file of build ``digest``, and its size (BuildNotFoundError: not
+        one of its files)."""
         with self._lock:
             blobs = self._blob_sets.get(digest)
         if blobs is None:
             blobs = frozenset(e.sha256 for e in manifest.parse(self._source.manifest(digest)) if e.type == "file")
             with self._lock:
                 self._blob_sets[digest] = blobs
-        store = self._source.store
-        for executable in (True, False):
-            if sha256 in blobs and (path := store.blob_path(sha256, executable)).is_file():
-                return path
-        raise BuildNotFoundError(f"build {digest} has no file with sha256 {sha256} in {self._source.name}")
+        found = self._source.store.stored_blob(sha256) if sha256 in blobs else None
+        if found is None:
+            raise BuildNotFoundError(f"build {digest} has no file with sha256 {sha256} in {self._source.name}")
+        return found
 
     def _count(self, node: str | None, what: str, amount: int) -> None:
         with self._lock:
@@ -121,8 +116,16 @@ class StoreServer:
         self._count(node, "bytes", len(data))
         return data
 
-    def read_many(self, reads: list[tuple[str, int, int]], node: str | None = None) -> list[bytes]:
-        return [self.read(sha256, offset, length, node) for sha256, offset, length in reads]
+    def read_files(self, found: list[tuple[str, int]], node: str | None = None) -> bytes:
+        """Whole blobs as :meth:`blob_file` found them (path, size), one after another: a batch. Each read from the
+        file found, no more than its size: no second look-up of the blob, and memory bounded by the sizes checked."""
+        pieces = []
+        for path, size in found:
+            with open(path, "rb") as f:
+                pieces.append(f.read(size))
+        data = b"".join(pieces)
+        self._count(node, "bytes", len(data))
+        return data
 
     def send(self, sock: socket.socket, digest: str, sha256: str, offset: int, count: int,
              node: str | None = None) -> int:  # fmt: skip
@@ -130,7 +133,7 @@ class StoreServer:
         page cache; the bytes sent (fewer: the file shrank). Read into this process 4 MiB at a time instead, every
         byte was copied once more and each read opened the blob again: a measurable share of the CPU two nodes'
         fetches of a 1 GiB build cost (benchmarks/README.md, "Builds reaching render hosts")."""
-        with open(self.blob_file(digest, sha256), "rb") as f:
+        with open(self.blob_file(digest, sha256)[0], "rb") as f:
             sent = sock.sendfile(f, offset, count)
         self._count(node, "bytes", sent)
         return sent
@@ -185,16 +188,14 @@ def _blob_handler(owner: StoreServer) -> type[BaseHTTPRequestHandler]:
                 shas = json.loads(self.rfile.read(length))["blobs"]
                 if not isinstance(shas, list) or not 0 < len(shas) <= BATCH_BLOBS:
                     raise ValueError(f"1 to {BATCH_BLOBS} blobs")
-                sizes = [owner.blob_size(route.group(1), sha) for sha in shas]
+                found = [owner.blob_file(route.group(1), sha) for sha in shas]
             except (ValueError, KeyError, TypeError) as exc:
                 return self._error(400, "invalid_parameter", f"send {{\"blobs\": [<sha256>, ...]}}: {exc}")
             except BuildNotFoundError as exc:
                 return self._error(404, "blob_not_found", str(exc))
-            if sum(sizes) > BATCH_BYTES:
-                return self._error(413, "batch_too_large", f"{sum(sizes)} bytes asked; at most {BATCH_BYTES}")
-            node = self.headers.get(NODE_HEADER)
-            return self._send(b"".join(owner.read_many([(sha, 0, n) for sha, n in zip(shas, sizes, strict=True)], node)),
-                              "application/octet-stream")  # fmt: skip
+            if (total := sum(size for _path, size in found)) > BATCH_BYTES:
+                return self._error(413, "batch_too_large", f"{total} bytes asked; at most {BATCH_BYTES}")
+            return self._send(owner.read_files(found, self.headers.get(NODE_HEADER)), "application/octet-stream")
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             if not owner.authorized(self.headers.get("Authorization")):
@@ -207,7 +208,7 @@ def _blob_handler(owner: StoreServer) -> type[BaseHTTPRequestHandler]:
             try:
                 if is_manifest:
                     return self._send(owner.manifest(digest, node), "application/json")
-                size = owner.blob_size(digest, sha256)
+                size = owner.blob_file(digest, sha256)[1]
             except BuildNotFoundError as exc:
                 code = "blob_not_found" if sha256 else "build_not_found"
                 return self._error(404, code, str(exc))
