@@ -342,7 +342,7 @@ def _fetch_blobs(store: BuildStore, digest: str, source: BlobSource, attempts: i
     shards = set(os.listdir(blobs_root)) if blobs_root.is_dir() else set()
     missing = []
     for sha, size in sorted({(e.sha256, e.size) for e in entries if e.type == "file"}):
-        if sha in arrived or (sha[:2] in shards and _held(store, sha)):
+        if sha in arrived or (sha[:2] in shards and store.stored_blob(sha) is not None):
             stats.blobs_present += 1
         else:
             missing.append((sha, size))
@@ -395,10 +395,6 @@ def _fetch_blobs(store: BuildStore, digest: str, source: BlobSource, attempts: i
 
 def _source_name(source: object) -> str:
     return str(getattr(source, "name", source))
-
-
-def _held(store: BuildStore, sha: str) -> bool:
-    return store.blob_path(sha, True).exists() or store.blob_path(sha, False).exists()
 
 
 def _check_paths(entries: list[Entry]) -> None:
