@@ -31,7 +31,8 @@ from unirender.builds import BuildStore, manifest
 from unirender.builds.errors import BuildError, BuildNotFoundError
 from unirender.builds.fetch import BATCH_BLOBS, BATCH_BYTES, FetchStats, ServiceSource, StoreSource, fetch
 
-# Calls a StoreServer serves at once: nodes fetching at the same time do not queue behind one another's chunks.
+# Ray calls a StoreServer serves at once (endpoint, hint, served): sessions starting together do not queue behind
+# one another. The blobs themselves go over its HTTP server, a thread per connection.
 SERVER_CONCURRENCY = 8
 NODE_HEADER = "X-Unirender-Node"  # the fetching node's id: what was served is counted per node
 _ROUTE = re.compile(r"^/v1/builds/(sha256:[0-9a-f]{64})/(?:(manifest)|blobs/([0-9a-f]{64}))$")
