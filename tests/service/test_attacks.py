@@ -349,6 +349,9 @@ def test_header_only_huge_content_length_reserves_nothing(service):
 @pytest.mark.parametrize(("path", "auth", "code"), [
     ("/v1/sessions", "", "missing_token"),
     ("/v1/sessions", "Authorization: Bearer nope\r\n", "invalid_token"),
+    # A batch of a build's files: nothing of the list is read (nor any file looked at) before the token.
+    (f"/v1/builds/sha256:{'0' * 64}/blobs", "", "missing_token"),
+    (f"/v1/builds/sha256:{'0' * 64}/blobs", "Authorization: Bearer nope\r\n", "invalid_token"),
     # The console's forms come without a bearer header (a cookie, checked by the console): only form-sized
     # bodies pass the head there, so the console is no way around the head check either.
     ("/ui/login", "", "missing_token"),

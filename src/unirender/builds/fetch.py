@@ -164,8 +164,9 @@ class ServiceSource:
             conn.close()
         self._local.conn = None
 
-    def _request(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
-        response = self._open(path, headers)
+    def _request(self, path: str, headers: dict[str, str] | None = None,
+                 body: bytes | None = None) -> tuple[int, bytes]:  # fmt: skip
+        response = self._open(path, headers, body)
         try:
             return response.status, response.read()
         except BaseException:
@@ -197,16 +198,11 @@ class ServiceSource:
         import json
 
         body = json.dumps({"blobs": [sha for sha, _offset, _length in reads]}).encode()
-        response = self._open(f"/v1/builds/{self._digest}/blobs", {"Content-Type": "application/json"}, body)
-        try:
-            data = response.read()
-        except BaseException:
-            self._drop()
-            raise
-        if response.status in (404, 405) and _error_code(data) in ("not_found", "method_not_allowed"):
+        status, data = self._request(f"/v1/builds/{self._digest}/blobs", {"Content-Type": "application/json"}, body)
+        if status in (404, 405) and _error_code(data) in ("not_found", "method_not_allowed"):
             return [self.read(sha, offset, length) for sha, offset, length in reads]  # a service without the route
-        if response.status != 200:
-            raise BuildFetchError(f"{len(reads)} blobs: {response.status} {_error_code(data)}: {_error_message(data)}")
+        if status != 200:
+            raise BuildFetchError(f"{len(reads)} blobs: {status} {_error_code(data)}: {_error_message(data)}")
         pieces, at = [], 0
         for _sha, _offset, length in reads:
             pieces.append(data[at : at + length])
@@ -346,7 +342,7 @@ def _fetch_blobs(store: BuildStore, digest: str, source: BlobSource, attempts: i
     shards = set(os.listdir(blobs_root)) if blobs_root.is_dir() else set()
     missing = []
     for sha, size in sorted({(e.sha256, e.size) for e in entries if e.type == "file"}):
-        if sha in arrived or (sha[:2] in shards and _held(store, sha)):
+        if sha in arrived or (sha[:2] in shards and store.stored_blob(sha) is not None):
             stats.blobs_present += 1
         else:
             missing.append((sha, size))
@@ -399,10 +395,6 @@ def _fetch_blobs(store: BuildStore, digest: str, source: BlobSource, attempts: i
 
 def _source_name(source: object) -> str:
     return str(getattr(source, "name", source))
-
-
-def _held(store: BuildStore, sha: str) -> bool:
-    return store.blob_path(sha, True).exists() or store.blob_path(sha, False).exists()
 
 
 def _check_paths(entries: list[Entry]) -> None:

@@ -392,6 +392,19 @@ class BuildStore:
         several places, a measurable share of a fetch's CPU (benchmarks/README.md, "Builds reaching render hosts")."""
         return f"{self.root}/blobs/sha256/{sha[:2]}/{sha}{'.x' if executable else ''}"
 
+    def stored_blob(self, sha: str) -> tuple[str, int] | None:
+        """The file holding blob ``sha`` (a checked sha256), in either mode, and its size; None when the store has
+        no such blob. One ``stat`` for most blobs (most of a build's files are not executable): the routes serving a
+        build's blobs ask for thousands of small ones at a time."""
+        for executable in (False, True):
+            try:
+                info = os.stat(path := self._blob_file(sha, executable))
+            except FileNotFoundError:
+                continue
+            if stat.S_ISREG(info.st_mode):
+                return path, info.st_size
+        return None
+
     def _intern(self, path: str | os.PathLike, sha: str, executable: bool) -> None:
         """Make staged file ``path`` the blob of ``sha``, or a link to the blob already stored."""
         os.chmod(path, 0o555 if executable else 0o444)

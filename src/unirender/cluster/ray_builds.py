@@ -31,13 +31,18 @@ from unirender.builds import BuildStore, manifest
 from unirender.builds.errors import BuildError, BuildNotFoundError
 from unirender.builds.fetch import BATCH_BLOBS, BATCH_BYTES, FetchStats, ServiceSource, StoreSource, fetch
 
-# Calls a StoreServer serves at once: nodes fetching at the same time do not queue behind one another's chunks.
+# Ray calls a StoreServer serves at once (endpoint, hint, served): sessions starting together do not queue behind
+# one another. The blobs themselves go over its HTTP server, a thread per connection.
 SERVER_CONCURRENCY = 8
 NODE_HEADER = "X-Unirender-Node"  # the fetching node's id: what was served is counted per node
 _ROUTE = re.compile(r"^/v1/builds/(sha256:[0-9a-f]{64})/(?:(manifest)|blobs/([0-9a-f]{64}))$")
 _BATCH_ROUTE = re.compile(r"^/v1/builds/(sha256:[0-9a-f]{64})/blobs$")
 _BATCH_BODY = 1 << 20  # a batch's request: BATCH_BLOBS sha256s in JSON fit well within it
 _RANGE = re.compile(r"^bytes=(\d+)-(\d*)$")
+# Seconds a connection may stay silent (a head, a body or a read of what is sent that stalls; an idle keep-alive
+# one): without it, anyone reaching the driver's address held a thread of the actor per connection for ever. A
+# node's client opens a new connection when an idle one was closed (``ServiceSource``).
+IDLE_S = 60.0
 
 
 class StoreServer:
@@ -80,24 +85,19 @@ class StoreServer:
     def authorized(self, header: str | None) -> bool:
         return header is not None and hmac.compare_digest(header.encode(), f"Bearer {self._token}".encode())
 
-    def blob_size(self, digest: str, sha256: str) -> int:
-        """The size of blob ``sha256`` as a file of build ``digest`` (BuildNotFoundError: not one of its files)."""
-        return self.blob_file(digest, sha256).stat().st_size
-
-    def blob_file(self, digest: str, sha256: str):
-        """The stored file of blob ``sha256`` as a file of build ``digest`` (BuildNotFoundError: not one of its
-        files)."""
+    def blob_file(self, digest: str, sha256: str) -> tuple[str, int]:
+        """The stored file of blob ``sha256`` as a file of build ``digest``, and its size (BuildNotFoundError: not
+        one of its files)."""
         with self._lock:
             blobs = self._blob_sets.get(digest)
         if blobs is None:
             blobs = frozenset(e.sha256 for e in manifest.parse(self._source.manifest(digest)) if e.type == "file")
             with self._lock:
                 self._blob_sets[digest] = blobs
-        store = self._source.store
-        for executable in (True, False):
-            if sha256 in blobs and (path := store.blob_path(sha256, executable)).is_file():
-                return path
-        raise BuildNotFoundError(f"build {digest} has no file with sha256 {sha256} in {self._source.name}")
+        found = self._source.store.stored_blob(sha256) if sha256 in blobs else None
+        if found is None:
+            raise BuildNotFoundError(f"build {digest} has no file with sha256 {sha256} in {self._source.name}")
+        return found
 
     def _count(self, node: str | None, what: str, amount: int) -> None:
         with self._lock:
@@ -117,8 +117,16 @@ class StoreServer:
         self._count(node, "bytes", len(data))
         return data
 
-    def read_many(self, reads: list[tuple[str, int, int]], node: str | None = None) -> list[bytes]:
-        return [self.read(sha256, offset, length, node) for sha256, offset, length in reads]
+    def read_files(self, found: list[tuple[str, int]], node: str | None = None) -> bytes:
+        """Whole blobs as :meth:`blob_file` found them (path, size), one after another: a batch. Each read from the
+        file found, no more than its size: no second look-up of the blob, and memory bounded by the sizes checked."""
+        pieces = []
+        for path, size in found:
+            with open(path, "rb") as f:
+                pieces.append(f.read(size))
+        data = b"".join(pieces)
+        self._count(node, "bytes", len(data))
+        return data
 
     def send(self, sock: socket.socket, digest: str, sha256: str, offset: int, count: int,
              node: str | None = None) -> int:  # fmt: skip
@@ -126,7 +134,7 @@ class StoreServer:
         page cache; the bytes sent (fewer: the file shrank). Read into this process 4 MiB at a time instead, every
         byte was copied once more and each read opened the blob again: a measurable share of the CPU two nodes'
         fetches of a 1 GiB build cost (benchmarks/README.md, "Builds reaching render hosts")."""
-        with open(self.blob_file(digest, sha256), "rb") as f:
+        with open(self.blob_file(digest, sha256)[0], "rb") as f:
             sent = sock.sendfile(f, offset, count)
         self._count(node, "bytes", sent)
         return sent
@@ -144,6 +152,7 @@ def _blob_handler(owner: StoreServer) -> type[BaseHTTPRequestHandler]:
     class BlobHandler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive: a node's fetching thread asks for blob after blob on one
         disable_nagle_algorithm = True  # a head and its body are two writes: never wait for the ACK between
+        timeout = IDLE_S  # on each read and write of the socket: a silent peer's connection is closed
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
             pass
@@ -180,16 +189,14 @@ def _blob_handler(owner: StoreServer) -> type[BaseHTTPRequestHandler]:
                 shas = json.loads(self.rfile.read(length))["blobs"]
                 if not isinstance(shas, list) or not 0 < len(shas) <= BATCH_BLOBS:
                     raise ValueError(f"1 to {BATCH_BLOBS} blobs")
-                sizes = [owner.blob_size(route.group(1), sha) for sha in shas]
+                found = [owner.blob_file(route.group(1), sha) for sha in shas]
             except (ValueError, KeyError, TypeError) as exc:
                 return self._error(400, "invalid_parameter", f"send {{\"blobs\": [<sha256>, ...]}}: {exc}")
             except BuildNotFoundError as exc:
                 return self._error(404, "blob_not_found", str(exc))
-            if sum(sizes) > BATCH_BYTES:
-                return self._error(413, "batch_too_large", f"{sum(sizes)} bytes asked; at most {BATCH_BYTES}")
-            node = self.headers.get(NODE_HEADER)
-            return self._send(b"".join(owner.read_many([(sha, 0, n) for sha, n in zip(shas, sizes, strict=True)], node)),
-                              "application/octet-stream")  # fmt: skip
+            if (total := sum(size for _path, size in found)) > BATCH_BYTES:
+                return self._error(413, "batch_too_large", f"{total} bytes asked; at most {BATCH_BYTES}")
+            return self._send(owner.read_files(found, self.headers.get(NODE_HEADER)), "application/octet-stream")
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             if not owner.authorized(self.headers.get("Authorization")):
@@ -202,7 +209,7 @@ def _blob_handler(owner: StoreServer) -> type[BaseHTTPRequestHandler]:
             try:
                 if is_manifest:
                     return self._send(owner.manifest(digest, node), "application/json")
-                size = owner.blob_size(digest, sha256)
+                size = owner.blob_file(digest, sha256)[1]
             except BuildNotFoundError as exc:
                 code = "blob_not_found" if sha256 else "build_not_found"
                 return self._error(404, code, str(exc))
@@ -211,10 +218,11 @@ def _blob_handler(owner: StoreServer) -> type[BaseHTTPRequestHandler]:
             start, end = 0, size
             if (asked := self.headers.get("Range")) is not None:
                 match = _RANGE.match(asked.strip())
-                if match is None or int(match.group(1)) >= max(size, 1):
+                if match is not None:
+                    start = int(match.group(1))
+                    end = min(size, int(match.group(2)) + 1) if match.group(2) else size
+                if match is None or start >= end:  # past the end, or an end before its start (bytes=10-5)
                     return self._error(416, "range_not_satisfiable", f"{asked[:100]!r} of a {size}-byte blob")
-                start = int(match.group(1))
-                end = min(size, int(match.group(2)) + 1) if match.group(2) else size
             self.send_response(206 if asked is not None else 200)
             self.send_header("Content-Type", "application/octet-stream")
             self.send_header("Content-Length", str(end - start))
@@ -222,7 +230,8 @@ def _blob_handler(owner: StoreServer) -> type[BaseHTTPRequestHandler]:
                 self.send_header("Content-Range", f"bytes {start}-{end - 1}/{size}")
             self.end_headers()
             # The headers are out (wfile is unbuffered); the body through owner.send, which counts what it sent.
-            if owner.send(self.connection, digest, sha256, start, end - start, node) < end - start:
+            # (An empty blob has no body: sendfile refuses a count of 0.)
+            if end > start and owner.send(self.connection, digest, sha256, start, end - start, node) < end - start:
                 self.close_connection = True  # the file shrank under us (a store is read-only: damage): cut short
             return None
 

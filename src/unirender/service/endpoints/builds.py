@@ -73,8 +73,8 @@ def get_build_manifest(app, request, owner, digest):
                      conditional=True, etag=digest)  # fmt: skip
 
 
-def _blob_path(app, stored, sha256: str) -> Path:
-    """Where the store keeps blob ``sha256`` as a file of build ``stored`` (404 when it is not one)."""
+def _blob_file(app, stored, sha256: str) -> tuple[str, int]:
+    """Where the store keeps blob ``sha256`` as a file of build ``stored``, and its size (404 when it is not one)."""
     if not HEX.match(sha256):
         raise ApiError(400, "invalid_digest", f"a blob is named by its sha256 (64 hex digits), got {sha256[:80]!r}")
     with _blob_sets_lock:
@@ -86,17 +86,16 @@ def _blob_path(app, stored, sha256: str) -> Path:
         blobs = frozenset(e.sha256 for e in entries if e.type == "file")
         with _blob_sets_lock:
             _blob_sets[stored.digest] = blobs
-    store = app.policy.build_store
-    path = next((p for x in (True, False) if sha256 in blobs and (p := store.blob_path(sha256, x)).is_file()), None)
-    if path is None:
+    found = app.policy.build_store.stored_blob(sha256) if sha256 in blobs else None
+    if found is None:
         raise ApiError(404, "blob_not_found", f"build {stored.digest} has no file with sha256 {sha256}")
-    return path
+    return found
 
 
 def get_build_blob(app, request, owner, digest, sha256):
-    path = _blob_path(app, _launchable(app, digest), sha256)
+    path, _size = _blob_file(app, _launchable(app, digest), sha256)
     # No Range: waitress's file wrapper, which the service's channel sends with sendfile (service.server).
-    return send_file(str(path), request.environ, mimetype="application/octet-stream", conditional=True,
+    return send_file(path, request.environ, mimetype="application/octet-stream", conditional=True,
                      etag=sha256)  # fmt: skip
 
 
@@ -113,12 +112,18 @@ def post_build_blobs(app, request, owner, digest):
         raise ApiError(400, "invalid_parameter", "send {\"blobs\": [<sha256>, ...]}: the files wanted, by sha256")
     if len(shas) > BATCH_BLOBS:
         raise ApiError(413, "batch_too_large", f"{len(shas)} blobs asked; at most {BATCH_BLOBS} in one request")
-    paths = [_blob_path(app, stored, sha) for sha in shas]
-    total = sum(path.stat().st_size for path in paths)
+    found = [_blob_file(app, stored, sha) for sha in shas]
+    total = sum(size for _path, size in found)
     if total > BATCH_BYTES:
         raise ApiError(413, "batch_too_large", f"{total} bytes asked; at most {BATCH_BYTES} in one request (ask for "
                        "large files one at a time: GET .../blobs/{sha256})")
-    return Response(b"".join(path.read_bytes() for path in paths), mimetype="application/octet-stream")
+    return Response(b"".join(_read(path, size) for path, size in found), mimetype="application/octet-stream")
+
+
+def _read(path: str, size: int) -> bytes:
+    """A blob's bytes, no more than the size it was checked at (the batch's bound holds whatever the file is)."""
+    with open(path, "rb") as f:
+        return f.read(size)
 
 
 def _export(app, stored) -> Path:
