@@ -15,7 +15,7 @@ from PIL import Image  # noqa: E402
 
 from unirender.errors import SpecError  # noqa: E402
 from unirender.openenv.app import BodyLimit, TokenGate, load_served, presented_token, read_tokens, serve  # noqa: E402
-from unirender.openenv.images import decode_array, decode_image, encode_array, encode_image  # noqa: E402
+from unirender.openenv.images import decode_array, decode_image, encode_array, encode_image, image_fields  # noqa: E402
 
 TOKEN = "a-token-of-enough-length"
 
@@ -79,7 +79,9 @@ def run_limit(chunks: list[bytes], headers: list) -> tuple[bytes | None, list, i
         read.append(chunks[len(read)])
         return {"type": "http.request", "body": read[-1], "more_body": len(read) < len(chunks)}
 
-    asyncio.run(BodyLimit(app, limit=10)({"type": "http", "path": "/step", "headers": headers}, receive, send))
+    asyncio.run(
+        BodyLimit(app, limit=10)({"type": "http", "path": "/step", "headers": headers}, receive, send)
+    )
     return (reached[0] if reached else None), sent, len(read)
 
 
@@ -88,7 +90,9 @@ def test_a_body_past_the_limit_is_refused_before_the_rest_is_read():
     assert run_limit([b"12345", b"67890"], []) == (b"1234567890", [], 2)  # chunked, at the limit
     body, sent, read = run_limit([b"x" * 11], [(b"content-length", b"11")])
     assert body is None and read == 0 and sent[0]["status"] == 413  # refused from the head, nothing read
-    body, sent, read = run_limit([b"123456", b"789012", b"never"], [])  # chunked: refused at the chunk past it
+    body, sent, read = run_limit(
+        [b"123456", b"789012", b"never"], []
+    )  # chunked: refused at the chunk past it
     assert body is None and read == 2 and sent[0]["status"] == 413 and b"at most 10" in sent[1]["body"]
 
 
@@ -114,7 +118,10 @@ def test_images_round_trip_in_every_format():
             text = encode_image(pixels, image_format)
             decoded = decode_image(text)
             pillow = np.asarray(Image.open(io.BytesIO(base64.b64decode(text))))
-            assert decoded.dtype == pillow.dtype and np.array_equal(decoded, pillow), (pixels.shape, image_format)
+            assert decoded.dtype == pillow.dtype and np.array_equal(decoded, pillow), (
+                pixels.shape,
+                image_format,
+            )
 
 
 def test_arrays_are_standard_base64_with_or_without_pybase64(monkeypatch):
@@ -167,6 +174,24 @@ def test_an_open_server_binds_loopback_only(tmp_path):
         serve(served, host="0.0.0.0", port=0, announce=lambda line: pytest.fail(f"it served: {line}"))
     with pytest.raises(SpecError, match="at least 1"):
         load_served(spec, max_sessions=0)
+
+
+@pytest.mark.parametrize(
+    ("depth_format", "depth", "expected"),
+    [(None, 1.2345, 1234), ("Millimeters", 1234.5, 1234), ("Normalized", 0.5, 32767)],
+)
+def test_a_depth_png_holds_what_a_datasets_png16_holds_for_the_spec_s_depth_format(
+    tmp_path, depth_format, depth, expected
+):
+    spec = tmp_path / "env.yaml"
+    render = f"render:\n  modalities: [rgb, depth]\n  depth_format: {depth_format}\n" if depth_format else ""
+    spec.write_text("environment:\n  executable: builtin\n" + render)
+    served = load_served(spec, max_sessions=1)
+    assert served.controller_kwargs.get("depth_format", "Meters") == (depth_format or "Meters")
+    text = image_fields({"depth": np.full((2, 3), depth, np.float32)}, "png", served.depth_scale)[
+        "visual_observations"
+    ][0]
+    assert decode_image(text)[0, 0] == expected  # millimetres from metres or millimetres, not scaled twice
 
 
 def test_a_webgl_action_is_a_declared_name_and_nothing_else():

@@ -27,7 +27,7 @@ from openenv.core.env_server.types import EnvironmentMetadata
 from unirender.cluster.base import SessionBackend
 from unirender.errors import RestartError
 from unirender.openenv.families import Outcome, adapter_class
-from unirender.openenv.images import image_fields
+from unirender.openenv.images import image_fields, png16_depth_scale
 from unirender.openenv.models import IMAGE_FORMATS, UnirenderAction, UnirenderObservation, UnirenderState
 
 
@@ -62,6 +62,9 @@ class ServedEnvironment:
 
     def __post_init__(self) -> None:
         self.adapter_class = adapter_class(self.family)  # an unknown family fails here, before serving
+        # A depth PNG holds what a dataset's png16 depth holds for the player's unit (render.depth_format):
+        # millimetres from metres or millimetres alike.
+        self.depth_scale = png16_depth_scale(self.controller_kwargs.get("depth_format", "Meters"))
         self._slots = threading.BoundedSemaphore(self.max_sessions)
 
     def take_slot(self) -> None:
@@ -237,7 +240,11 @@ class UnirenderEnvironment(Environment[UnirenderAction, UnirenderObservation, Un
     def _observe(self, outcome: Outcome) -> UnirenderObservation:
         self._last_event = outcome.event
         state = self._state
-        fields = image_fields(outcome.images, state.image_format) if state.include_visual else {}
+        fields = (
+            image_fields(outcome.images, state.image_format, self._served.depth_scale)
+            if state.include_visual
+            else {}
+        )
         return UnirenderObservation(
             done=outcome.done,
             reward=outcome.reward,

@@ -12,7 +12,9 @@ from collections.abc import Mapping
 import numpy as np
 from PIL import Image
 
+from unirender.jobs.encoding import DEPTH16_SCALE
 from unirender.openenv.models import EncodedArray
+from unirender.protocol.images import parse_depth_format
 
 try:
     import pyspng as _spng  # decode_image's fast path (the openenv extra installs it)
@@ -51,11 +53,18 @@ JPEG_QUALITY = 90
 
 # PNG colour types by channel count (PNG spec 11.2.2: greyscale, RGB, RGBA)
 _PNG_COLOUR_TYPES = {1: 0, 3: 2, 4: 6}
+METRES_TO_PNG16 = DEPTH16_SCALE["Meters"]
 
 
-def _png_pixels(array: np.ndarray) -> np.ndarray:
-    """The pixels a PNG holds, (H, W, C) uint8 or uint16: uint8 RGB/RGBA/grey as is; float depth (metres) as
-    16-bit millimetres."""
+def png16_depth_scale(depth_format: object = "Meters") -> float:
+    """What float depth in ``depth_format`` (the player's, as a spec's ``render.depth_format`` sets it) is
+    multiplied by for a 16-bit PNG: the datasets' ``png16`` scales (millimetres for metres and millimetres)."""
+    return DEPTH16_SCALE[parse_depth_format(depth_format).name]
+
+
+def _png_pixels(array: np.ndarray, depth_scale: float = METRES_TO_PNG16) -> np.ndarray:
+    """The pixels a PNG holds, (H, W, C) uint8 or uint16: uint8 RGB/RGBA/grey as is; float depth times
+    ``depth_scale`` as 16 bits (metres -> millimetres by default; :data:`DEPTH16_SCALE` for the others)."""
     array = np.asarray(array)
     if array.ndim == 2:
         array = array[:, :, None]
@@ -65,19 +74,19 @@ def _png_pixels(array: np.ndarray) -> np.ndarray:
         return array
     if array.shape[2] != 1:
         raise ValueError(f"cannot encode a {array.dtype} image of shape {array.shape} as PNG or JPEG")
-    return np.clip(np.nan_to_num(array.astype(np.float64) * 1000.0), 0, 65535).astype(np.uint16)
+    return np.clip(np.nan_to_num(array.astype(np.float64) * depth_scale), 0, 65535).astype(np.uint16)
 
 
 def _png_chunk(kind: bytes, data: bytes) -> bytes:
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
 
-def encode_png(array: np.ndarray) -> bytes:
+def encode_png(array: np.ndarray, depth_scale: float = METRES_TO_PNG16) -> bytes:
     """A PNG of a frame: rows unfiltered (filter type 0), deflated at level 1. Measured on the reference
     player's 300x300 scenes (benchmarks/openenv.py): 1.9-2.5 ms and 19.9 KB, where Pillow's encoder at
     compress_level=1 (its adaptive row filters) took 6.6-11.8 ms for 24.7 KB on the same loaded machine: a
     rendered frame's flat regions deflate well as they are, and the per-row filter search was most of the time."""
-    pixels = _png_pixels(array)
+    pixels = _png_pixels(array, depth_scale)
     height, width, channels = pixels.shape
     rows = np.empty((height, 1 + width * channels * pixels.itemsize), np.uint8)
     rows[:, 0] = 0  # filter type None
@@ -91,11 +100,11 @@ def encode_png(array: np.ndarray) -> bytes:
     ))  # fmt: skip
 
 
-def encode_image(array: np.ndarray, image_format: str) -> str:
-    """One frame as base64 PNG or JPEG. Depth (float metres) is a 16-bit PNG of millimetres; JPEG has no
-    16-bit form, so depth asked for as JPEG is refused."""
+def encode_image(array: np.ndarray, image_format: str, depth_scale: float = METRES_TO_PNG16) -> str:
+    """One frame as base64 PNG or JPEG. Depth (float) is a 16-bit PNG of the depth times ``depth_scale``
+    (metres -> millimetres by default); JPEG has no 16-bit form, so depth asked for as JPEG is refused."""
     if image_format == "png":
-        return b64encode(encode_png(array))
+        return b64encode(encode_png(array, depth_scale))
     if image_format != "jpeg":
         raise ValueError(f"image_format {image_format!r} is not an encoded format")
     pixels = _png_pixels(array)
@@ -137,12 +146,15 @@ def decode_array(encoded: EncodedArray | Mapping) -> np.ndarray:
     return np.frombuffer(b64decode(encoded.data), dtype=np.dtype(encoded.dtype)).reshape(encoded.shape)
 
 
-def image_fields(images: Mapping[str, np.ndarray], image_format: str) -> dict:
-    """The observation's image fields for ``images`` (name -> frame, in declared order)."""
+def image_fields(
+    images: Mapping[str, np.ndarray], image_format: str, depth_scale: float = METRES_TO_PNG16
+) -> dict:
+    """The observation's image fields for ``images`` (name -> frame, in declared order); ``depth_scale`` takes
+    float depth to a 16-bit PNG's values (:func:`png16_depth_scale`)."""
     names = list(images)
     if image_format == "array":
         return {"visual_observation_names": names, "arrays": {n: encode_array(a) for n, a in images.items()}}
     return {
         "visual_observation_names": names,
-        "visual_observations": [encode_image(a, image_format) for a in images.values()],
+        "visual_observations": [encode_image(a, image_format, depth_scale) for a in images.values()],
     }
